@@ -1,0 +1,11 @@
+// Umbrella header of the glmnorm library.
+#ifndef GLMNORM_GLMNORM_H_
+#define GLMNORM_GLMNORM_H_
+
+#include "glmnorm/dtype.h"
+#include "glmnorm/error.h"
+#include "glmnorm/rms_norm.h"
+#include "glmnorm/tensor.h"
+#include "glmnorm/threading.h"
+
+#endif  // GLMNORM_GLMNORM_H_

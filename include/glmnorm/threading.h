@@ -1,0 +1,32 @@
+// Where the work of a call runs.
+//
+// By default a call splits its rows over a process-wide pool of persistent
+// worker threads (created once, on first use; never per call). Small inputs
+// run on the calling thread. Callers that own their threads pass an Executor.
+#ifndef GLMNORM_THREADING_H_
+#define GLMNORM_THREADING_H_
+
+#include <cstddef>
+
+namespace glmnorm {
+
+// Runs task(task_ctx, i) for every i in [0, num_tasks), on any threads, and
+// returns when all have finished. Plain function pointers: no allocation.
+struct Executor {
+  using Task = void (*)(void* task_ctx, size_t i);
+  void (*run)(void* executor_ctx, size_t num_tasks, Task task, void* task_ctx) = nullptr;
+  void* ctx = nullptr;
+};
+
+// Number of threads (caller included) the default pool uses. Defaults to the
+// hardware concurrency. Setting it waits for calls in flight, then resizes the
+// pool; n < 1 is an error.
+void SetNumThreads(int n);
+int NumThreads();
+
+// An Executor that runs every task on the calling thread.
+Executor SerialExecutor();
+
+}  // namespace glmnorm
+
+#endif  // GLMNORM_THREADING_H_
