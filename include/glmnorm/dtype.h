@@ -9,10 +9,16 @@
 
 namespace glmnorm {
 
-enum class DType : uint8_t { kF32, kBF16, kF16 };
+// kI8 and kF8E4M3 (OCP e4m3fn) are output types of the quantising norms only.
+enum class DType : uint8_t { kF32, kBF16, kF16, kI8, kF8E4M3 };
 
-constexpr size_t SizeOf(DType t) { return t == DType::kF32 ? 4 : 2; }
-std::string_view Name(DType t);  // "f32", "bf16", "f16"
+constexpr size_t SizeOf(DType t) {
+  return t == DType::kF32 ? 4 : (t == DType::kBF16 || t == DType::kF16) ? 2 : 1;
+}
+constexpr bool IsFloatActivation(DType t) {
+  return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16;
+}
+std::string_view Name(DType t);  // "f32", "bf16", "f16", "i8", "f8e4m3"
 
 // PyTorch's result dtype of (weight W) * (activation T): equal types stay,
 // any mix promotes to f32 (bf16 x f16 -> f32 too).

@@ -19,8 +19,8 @@ struct Executor {
 };
 
 // Number of threads (caller included) the default pool uses. Defaults to the
-// hardware concurrency. Setting it waits for calls in flight, then resizes the
-// pool; n < 1 is an error.
+// hardware concurrency. Setting it swaps in a new pool; calls in flight finish
+// on the old one. n < 1 is an error (glmnorm::Error).
 void SetNumThreads(int n);
 int NumThreads();
 

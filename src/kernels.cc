@@ -1,0 +1,22 @@
+// Compiles the *-inl.h kernels once per SIMD target and exports one dispatch
+// table per entry point (Highway's foreach_target pattern).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "rms_norm-inl.h"
+
+#if HWY_ONCE
+#include "kernels.h"
+
+namespace glmnorm::kernels {
+
+HWY_EXPORT(RmsNormRows);
+
+void RmsNormRows(const RmsNormJob& job, int64_t row_begin, int64_t row_end) {
+  HWY_DYNAMIC_DISPATCH(RmsNormRows)(job, row_begin, row_end);
+}
+
+}  // namespace glmnorm::kernels
+#endif  // HWY_ONCE

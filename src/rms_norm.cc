@@ -1,0 +1,48 @@
+// RmsNorm front end: validates, then splits rows over threads.
+#include "glmnorm/rms_norm.h"
+
+#include "kernels.h"
+#include "parallel.h"
+#include "validate.h"
+
+namespace glmnorm {
+
+namespace {
+constexpr const char* kFn = "RmsNorm";
+}  // namespace
+
+void ValidateRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma,
+                     const TensorView& y, const NormOptions& options) {
+  validate::Options(kFn, options);
+  validate::Activation(kFn, "x", x);
+  validate::Activation(kFn, "y", y);
+  validate::SameShape(kFn, "x", x, "y", y);
+  validate::Gamma(kFn, "gamma", gamma, x.width());
+  validate::OutputDType(kFn, "y", y.dtype, gamma.dtype, x.dtype, options.rounding);
+  validate::NoPartialOverlap(kFn, "x", x, "y", y, /*allow_same=*/true);
+}
+
+void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& y,
+             const NormOptions& options) {
+  ValidateRmsNorm(x, gamma, y, options);
+  RmsNormJob job;
+  job.p.x_type = x.dtype;
+  job.p.w_type = gamma.dtype;
+  job.p.y_type = y.dtype;
+  job.p.rounding = options.rounding;
+  job.p.eps = options.eps;
+  job.p.weight_offset = options.weight_offset;
+  job.p.width = x.width();
+  job.x = x.data;
+  job.x_rows = RowLayout::Of(x);
+  job.y = y.data;
+  job.y_rows = RowLayout::Of(y);
+  job.gamma = gamma.data;
+  const int64_t rows = x.rows();
+  const int64_t bytes = rows * x.width() * int64_t(SizeOf(x.dtype) + SizeOf(y.dtype));
+  ForEachRowRange(options.executor, rows, bytes, [&job](int64_t begin, int64_t end) {
+    kernels::RmsNormRows(job, begin, end);
+  });
+}
+
+}  // namespace glmnorm

@@ -1,0 +1,157 @@
+// Every invalid call throws glmnorm::Error naming the argument and the
+// expected value, and leaves y untouched.
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "glmnorm/glmnorm.h"
+
+namespace glmnorm {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Args {
+  std::vector<float> x = std::vector<float>(4 * 8, 1.0f);
+  std::vector<float> g = std::vector<float>(8, 1.0f);
+  std::vector<float> y = std::vector<float>(4 * 8, 42.0f);
+  ConstTensorView xv = Contiguous<const void*>(x.data(), DType::kF32, {4, 8});
+  ConstTensorView gv = Contiguous<const void*>(g.data(), DType::kF32, {8});
+  TensorView yv = Contiguous<void*>(y.data(), DType::kF32, {4, 8});
+  NormOptions opt;
+};
+
+void ExpectError(const std::function<void(Args&)>& mutate, const std::string& fragment) {
+  Args a;
+  mutate(a);
+  const std::vector<float> y_before = a.y;
+  try {
+    RmsNorm(a.xv, a.gv, a.yv, a.opt);
+    ADD_FAILURE() << "no error; expected one containing \"" << fragment << "\"";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("RmsNorm: "));
+    EXPECT_THAT(e.what(), HasSubstr(fragment));
+  }
+  EXPECT_EQ(0, std::memcmp(y_before.data(), a.y.data(), a.y.size() * sizeof(float)))
+      << "y was written by a failing call (" << fragment << ")";
+}
+
+TEST(Errors, GammaLengthDiffersFromWidth) {
+  ExpectError([](Args& a) { a.gv.shape[0] = 7; },
+              "gamma length must equal the width 8, got 7");
+}
+TEST(Errors, GammaNotOneD) {
+  ExpectError([](Args& a) { a.gv = Contiguous<const void*>(a.g.data(), DType::kF32, {2, 4}); },
+              "gamma must be 1-D, got rank 2");
+}
+TEST(Errors, WidthZero) {
+  ExpectError([](Args& a) { a.xv.shape[1] = 0; }, "x width (last dim) must be > 0, got 0");
+}
+TEST(Errors, NullDataWithElements) {
+  ExpectError([](Args& a) { a.xv.data = nullptr; }, "x.data is null but x has 32 elements");
+  ExpectError([](Args& a) { a.yv.data = nullptr; }, "y.data is null");
+  ExpectError([](Args& a) { a.gv.data = nullptr; }, "gamma.data is null");
+}
+TEST(Errors, EpsNegativeNanInf) {
+  ExpectError([](Args& a) { a.opt.eps = -1e-5f; }, "eps must be finite and >= 0");
+  ExpectError([](Args& a) { a.opt.eps = std::nanf(""); }, "eps must be finite and >= 0");
+  ExpectError([](Args& a) { a.opt.eps = std::numeric_limits<float>::infinity(); },
+              "eps must be finite and >= 0");
+}
+TEST(Errors, WeightOffsetNotFinite) {
+  ExpectError([](Args& a) { a.opt.weight_offset = std::nanf(""); },
+              "weight_offset must be finite");
+}
+TEST(Errors, LastDimNotContiguous) {
+  ExpectError([](Args& a) { a.xv.stride[1] = 2; a.xv.shape[1] = 4; a.gv.shape[0] = 4; a.yv.shape[1] = 4; },
+              "x.stride[1] (last dim) must be 1 (contiguous), got 2");
+  ExpectError([](Args& a) { a.yv.stride[1] = 2; a.yv.shape[1] = 4; a.xv.shape[1] = 4; a.gv.shape[0] = 4; },
+              "y.stride[1] (last dim) must be 1 (contiguous), got 2");
+}
+TEST(Errors, GammaNotContiguous) {
+  ExpectError([](Args& a) { a.gv.stride[0] = 2; a.gv.shape[0] = 8; },
+              "gamma.stride[0] must be 1 (contiguous), got 2");
+}
+TEST(Errors, YOverlapsXWithoutBeingX) {
+  ExpectError(
+      [](Args& a) {
+        // y starts one row into x: partial overlap.
+        a.yv = Contiguous<void*>(a.x.data() + 8, DType::kF32, {3, 8});
+        a.xv = Contiguous<const void*>(a.x.data(), DType::kF32, {3, 8});
+      },
+      "y overlaps x without being the same view");
+  ExpectError(
+      [](Args& a) {
+        // Same start, different row stride.
+        a.yv = Rows<void*>(a.x.data(), DType::kF32, 2, 8, 16);
+        a.xv = Rows<const void*>(a.x.data(), DType::kF32, 2, 8, 8);
+      },
+      "y overlaps x");
+}
+TEST(Errors, DisjointColumnSlicesOfOneBufferAreFine) {
+  // x = columns 0..7, y = columns 8..15 of the same [4, 16] buffer.
+  std::vector<float> buf(4 * 16, 1.0f), g(8, 1.0f);
+  RmsNorm(Rows<const void*>(buf.data(), DType::kF32, 4, 8, 16),
+          Contiguous<const void*>(g.data(), DType::kF32, {8}),
+          Rows<void*>(buf.data() + 8, DType::kF32, 4, 8, 16));
+  EXPECT_FLOAT_EQ(buf[0], 1.0f);  // x untouched
+  EXPECT_NEAR(buf[8], 1.0f, 1e-5);
+}
+TEST(Errors, ShapesDiffer) {
+  ExpectError([](Args& a) { a.yv.shape[0] = 3; }, "y shape must equal x shape [4, 8], got [3, 8]");
+  ExpectError([](Args& a) { a.yv = Contiguous<void*>(a.y.data(), DType::kF32, {32}); a.gv.shape[0] = 8; },
+              "y shape must equal x shape");
+}
+TEST(Errors, DtypeCombinationNotDefinedByMode) {
+  // bf16 x with bf16 gamma promotes to bf16: an f32 y is not the reference.
+  ExpectError(
+      [](Args& a) {
+        a.xv.dtype = DType::kBF16;
+        a.gv.dtype = DType::kBF16;
+      },
+      "y.dtype must be bf16 in cast-then-scale mode (PyTorch's promotion of gamma bf16 with "
+      "input bf16), got f32");
+  ExpectError(
+      [](Args& a) {
+        a.xv.dtype = DType::kBF16;
+        a.gv.dtype = DType::kF16;
+        a.yv.dtype = DType::kBF16;
+      },
+      "y.dtype must be f32 in cast-then-scale mode");
+  ExpectError([](Args& a) { a.xv.dtype = DType::kI8; }, "x.dtype must be f32, bf16 or f16, got i8");
+  ExpectError([](Args& a) { a.gv.dtype = DType::kF8E4M3; },
+              "gamma.dtype must be f32, bf16 or f16, got f8e4m3");
+}
+TEST(Errors, RankOutOfRange) {
+  ExpectError([](Args& a) { a.xv.rank = 5; }, "x.rank must be 1..4, got 5");
+  ExpectError([](Args& a) { a.xv.rank = 0; }, "x.rank must be 1..4, got 0");
+}
+TEST(Errors, NegativeShape) {
+  ExpectError([](Args& a) { a.xv.shape[0] = -1; }, "x.shape[0] must be >= 0, got -1");
+}
+TEST(Errors, MisalignedElementPointer) {
+  ExpectError([](Args& a) { a.xv.data = reinterpret_cast<const char*>(a.x.data()) + 1; },
+              "x.data must be aligned to 4 bytes for f32");
+}
+TEST(Errors, SetNumThreadsBelowOne) {
+  try {
+    SetNumThreads(0);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("SetNumThreads: n must be >= 1, got 0"));
+  }
+}
+TEST(Errors, EmptyBatchIsNotAnError) {
+  std::vector<float> g(8, 1.0f);
+  RmsNorm(Contiguous<const void*>(nullptr, DType::kF32, {0, 8}),
+          Contiguous<const void*>(g.data(), DType::kF32, {8}),
+          Contiguous<void*>(nullptr, DType::kF32, {0, 8}));
+}
+
+}  // namespace
+}  // namespace glmnorm

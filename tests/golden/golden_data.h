@@ -1,0 +1,104 @@
+// Loader of the golden conformance data (tests/data/golden, written by
+// scripts/make_golden.py from Transformers' Glm4MoeRMSNorm) and the bit-level
+// comparisons the golden tests share.
+#ifndef GLMNORM_TESTS_GOLDEN_GOLDEN_DATA_H_
+#define GLMNORM_TESTS_GOLDEN_GOLDEN_DATA_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "glmnorm/dtype.h"
+#include "glmnorm/tensor.h"
+
+namespace glmnorm::golden {
+
+// One raw array of a case: little-endian bf16 bits or float32.
+struct Array {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  int64_t NumElements() const;
+  // Element i as float (bf16 widened exactly).
+  float At(int64_t i) const;
+  // Element i's raw bits (16 bits for bf16, 32 for f32).
+  uint32_t BitsAt(int64_t i) const;
+};
+
+struct Case {
+  std::string name;
+  std::string kind;  // "rms_norm", "add_rms_norm" or "qk_norm"
+  double eps = 0.0;
+  nlohmann::json meta;  // the case's whole manifest entry
+  std::map<std::string, Array> arrays;
+
+  // The named array; throws std::runtime_error when the case has none.
+  const Array& Get(const std::string& array_name) const;
+  bool Has(const std::string& array_name) const { return arrays.count(array_name) != 0; }
+};
+
+// Directory of manifest.json (GLMNORM_GOLDEN_DIR, set by CMake).
+std::string GoldenDir();
+// manifest.json, parsed once. Throws std::runtime_error when unreadable.
+const nlohmann::json& Manifest();
+// Names of the manifest's cases of one kind, in manifest order.
+std::vector<std::string> CaseNames(const std::string& kind);
+// Reads a case and its arrays; checks each file's size against its shape.
+// Throws std::runtime_error on any inconsistency.
+Case LoadCase(const std::string& name);
+// "bf16" -> kBF16, "f32" -> kF32; throws on anything else.
+DType ParseDType(const std::string& name);
+
+// Contiguous views of a whole array (its own shape).
+ConstTensorView View(const Array& a);
+TensorView MutableView(Array& a);
+
+// Distance in units in the last place between two values of `dtype` given by
+// their raw bits (monotone integer mapping; +0 and -0 are 0 apart). NaN on
+// either side (unless both are NaN) gives INT64_MAX.
+int64_t UlpDistance(DType dtype, uint32_t a_bits, uint32_t b_bits);
+
+// Element-by-element comparison of two equally long arrays of one dtype.
+struct BitStats {
+  int64_t total = 0;
+  int64_t identical = 0;
+  int64_t one_ulp = 0;
+  int64_t worse = 0;  // more than 1 ulp apart (or NaN mismatch)
+  int64_t max_ulp = 0;
+  int64_t first_worse = -1;  // index of the first element more than 1 ulp off
+
+  void Add(int64_t index, int64_t ulps);
+  double IdenticalPercent() const;
+  // At least 99.99% bit-identical and none more than 1 ulp apart.
+  bool MeetsBf16Bar() const;
+  std::string Summary() const;
+};
+
+// Compares `ours` with `theirs` (raw bits per element, both of `dtype`).
+BitStats CompareBits(DType dtype, const std::vector<uint32_t>& ours,
+                     const std::vector<uint32_t>& theirs);
+
+// All elements' raw bits of an array.
+std::vector<uint32_t> AllBits(const Array& a);
+
+// Raw bits of the element at a flat index of a buffer of `dtype`.
+uint32_t BitsAt(DType dtype, const void* data, int64_t i);
+
+// Raw bits of columns [col_begin, col_end) of `rows` rows that lie
+// `row_stride` elements apart, row by row.
+std::vector<uint32_t> ColumnBits(DType dtype, const void* data, int64_t rows, int64_t row_stride,
+                                 int64_t col_begin, int64_t col_end);
+
+// The bf16 value next to `bits` towards +inf (direction > 0) or -inf.
+uint16_t NextBf16(uint16_t bits, int direction);
+
+// Prints "[golden] label: summary" to stdout, so the figures are visible.
+void Print(const std::string& label, const BitStats& stats);
+
+}  // namespace glmnorm::golden
+
+#endif  // GLMNORM_TESTS_GOLDEN_GOLDEN_DATA_H_

@@ -1,0 +1,43 @@
+// The measuring loop behind `glmnorm bench`: each case is timed alternately
+// with a plain copy of the same number of bytes in the same run (the speed of
+// light of this machine right now), and reported as GB/s and as a fraction
+// of that copy speed.
+#ifndef GLMNORM_TOOLS_BENCH_RUNNER_H_
+#define GLMNORM_TOOLS_BENCH_RUNNER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace glmnorm::tools {
+
+struct BenchCase {
+  std::string kernel;  // "rms_norm", ...
+  std::string shape;   // e.g. "4096x5120" or "512x104x128"
+  std::string dtype;   // "bf16", "f32"
+  int threads = 1;
+  int64_t rows = 0;
+  int64_t width = 0;
+  int64_t model_bytes = 0;          // bytes the kernel must read + write
+  std::function<void()> run;        // one call of the kernel
+  std::function<int64_t()> max_ulp;  // error of the last output vs float64
+};
+
+struct BenchResult {
+  double ns = 0;        // median time of one kernel call
+  double copy_ns = 0;   // median time of one copy of model_bytes / 2
+  double gbps = 0;
+  double copy_gbps = 0;
+  double copy_fraction = 0;
+  int64_t max_ulp = 0;
+};
+
+// Times c and the same-run copy (both on c.threads threads).
+BenchResult Measure(const BenchCase& c, double min_seconds);
+
+void PrintHeader();
+void PrintRow(const BenchCase& c, const BenchResult& r, bool json);
+
+}  // namespace glmnorm::tools
+
+#endif  // GLMNORM_TOOLS_BENCH_RUNNER_H_
