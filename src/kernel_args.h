@@ -48,13 +48,80 @@ struct NormParams {
   int64_t width = 0;
 };
 
+// Outputs at least this large are written with streaming (non-temporal)
+// stores: they would not stay in cache anyway, and streaming skips the read
+// of each destination line. Smaller outputs stay cached for the next op.
+constexpr int64_t kStreamMinBytes = int64_t{4} << 20;
+
 struct RmsNormJob {
   NormParams p;
+  bool stream = false;  // see kStreamMinBytes
   const void* x = nullptr;
   RowLayout x_rows;
   void* y = nullptr;
   RowLayout y_rows;
   const void* gamma = nullptr;
+};
+
+
+// ---------------------------------------------------------------- decoder ops
+// (docs/DECODER.md)
+
+// Quantised output of a norm (quant.h): q = saturate(RNE(value / scale)).
+struct QuantParams {
+  DType q_type = DType::kI8;  // kI8 or kF8E4M3
+  bool dynamic = false;       // per-token scale = max|value| / qmax, written to scales
+  float scale = 1.0f;         // static per-tensor scale
+  float* scales = nullptr;    // dynamic: one per row, in row order
+};
+
+// AddRmsNorm (and AddRmsNormQuant): residual <- R(residual + delta); y <- norm.
+// p.x_type is residual's dtype R (the norm's T); p.y_type is y's dtype (the
+// value dtype before quantising, when quantize).
+struct AddRmsNormJob {
+  NormParams p;
+  DType delta_type = DType::kF32;
+  bool normalize_rounded_sum = true;
+  void* residual = nullptr;
+  RowLayout residual_rows;
+  const void* delta = nullptr;
+  RowLayout delta_rows;
+  void* y = nullptr;  // y, or q when quantize
+  RowLayout y_rows;
+  const void* gamma = nullptr;
+  bool quantize = false;
+  QuantParams quant;
+};
+
+// RmsNormQuant: p.y_type is the value dtype quantised (f32 in single-rounding
+// mode, Promote(w, x) in cast-then-scale mode).
+struct RmsNormQuantJob {
+  NormParams p;
+  const void* x = nullptr;
+  RowLayout x_rows;
+  void* q = nullptr;
+  RowLayout q_rows;
+  const void* gamma = nullptr;
+  QuantParams quant;
+};
+
+// QkNorm: rows are tokens; p.width is head_dim; p.w_type is the gammas' dtype.
+struct QkNormJob {
+  NormParams p;
+  const void* in = nullptr;
+  int64_t in_row_stride = 0;   // elements
+  void* out = nullptr;
+  int64_t out_row_stride = 0;  // elements
+  int64_t num_q_heads = 0;
+  int64_t num_k_heads = 0;
+  const void* q_gamma = nullptr;
+  const void* k_gamma = nullptr;
+  int64_t rotary_dim = 0;      // 0: no RoPE
+  const float* cos = nullptr;  // [positions, rotary_dim/2]
+  const float* sin = nullptr;
+  int64_t cos_row_stride = 0;
+  int64_t sin_row_stride = 0;
+  const int64_t* positions = nullptr;  // null: token t uses row t
 };
 
 }  // namespace glmnorm

@@ -12,6 +12,13 @@ namespace glmnorm::kernels {
 // Normalises rows [row_begin, row_end) of job.
 void RmsNormRows(const RmsNormJob& job, int64_t row_begin, int64_t row_end);
 
+// AddRmsNorm (y stored) and AddRmsNormQuant (job.quantize: y quantised).
+void AddRmsNormRows(const AddRmsNormJob& job, int64_t row_begin, int64_t row_end);
+void AddRmsNormQuantRows(const AddRmsNormJob& job, int64_t row_begin, int64_t row_end);
+void RmsNormQuantRows(const RmsNormQuantJob& job, int64_t row_begin, int64_t row_end);
+// Tokens [row_begin, row_end) of a fused QKV buffer.
+void QkNormRows(const QkNormJob& job, int64_t row_begin, int64_t row_end);
+
 }  // namespace glmnorm::kernels
 
 #endif  // GLMNORM_SRC_KERNELS_H_

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace glmnorm::reference {
 
@@ -171,6 +172,135 @@ Comparison CompareRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma
     }
   }
   return c;
+}
+
+
+// ---------------------------------------------------------------- decoder ops
+
+namespace {
+template <typename Ptr>
+int64_t RowOffsetOf(const BasicTensorView<Ptr>& v, int64_t row) {
+  int64_t off = 0;
+  for (int i = v.rank - 2; i >= 0; --i) {
+    off += (row % v.shape[i]) * v.stride[i];
+    row /= v.shape[i];
+  }
+  return off;
+}
+}  // namespace
+
+double AddedValue(const void* residual, DType r, const void* delta, DType d, int64_t index,
+                  bool round) {
+  const float s = static_cast<float>(Load(residual, r, index)) +
+                  static_cast<float>(Load(delta, d, index));
+  return round ? RoundTo(r, s) : static_cast<double>(s);
+}
+
+void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
+                const ConstTensorView& gamma, const TensorView& y,
+                const AddNormOptions& options) {
+  const int64_t width = residual.width();
+  const size_t rs = SizeOf(residual.dtype), ds = SizeOf(delta.dtype), ys = SizeOf(y.dtype);
+  std::vector<double> in(width);
+  for (int64_t row = 0; row < residual.rows(); ++row) {
+    auto* rr = static_cast<char*>(residual.data) + RowOffsetOf(residual, row) * rs;
+    const auto* dr = static_cast<const char*>(delta.data) + RowOffsetOf(delta, row) * ds;
+    auto* yr = static_cast<char*>(y.data) + RowOffsetOf(y, row) * ys;
+    double sum = 0.0;
+    for (int64_t i = 0; i < width; ++i) {
+      in[i] = AddedValue(rr, residual.dtype, dr, delta.dtype, i, options.normalize_rounded_sum);
+      sum += in[i] * in[i];
+    }
+    const double r = 1.0 / std::sqrt(sum / double(width) + double(options.eps));
+    for (int64_t i = 0; i < width; ++i) {
+      // Read before residual is written: y may be delta.
+      Store(rr, residual.dtype, i, AddedValue(rr, residual.dtype, dr, delta.dtype, i, false));
+    }
+    for (int64_t i = 0; i < width; ++i) {
+      double g = Load(gamma.data, gamma.dtype, i);
+      if (options.weight_offset != 0.0f) g += options.weight_offset;
+      double h = in[i] * r;
+      if (options.rounding == Rounding::kCastThenScale && residual.dtype != DType::kF32) {
+        h = RoundTo(residual.dtype, h);
+      }
+      Store(yr, y.dtype, i, g * h);
+    }
+  }
+}
+
+int8_t QuantizeI8(float value, float scale) {
+  const float t = value / scale;
+  if (std::isnan(t)) return 0;
+  const float r = std::nearbyint(t);  // default rounding mode: ties to even
+  return static_cast<int8_t>(std::clamp(r, -128.0f, 127.0f));
+}
+
+float F32FromE4M3(uint8_t bits) {
+  const int e = (bits >> 3) & 0xF, m = bits & 7;
+  float mag;
+  if (e == 15 && m == 7) {
+    mag = std::numeric_limits<float>::quiet_NaN();
+  } else if (e == 0) {
+    mag = std::ldexp(static_cast<float>(m), -9);
+  } else {
+    mag = std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+  }
+  return (bits & 0x80) ? -mag : mag;
+}
+
+uint8_t QuantizeE4M3(float value, float scale) {
+  const float t = value / scale;
+  const uint8_t sign = std::signbit(t) ? 0x80 : 0x00;
+  if (std::isnan(t)) return sign | 0x7F;
+  const double a = std::fabs(static_cast<double>(t));
+  uint8_t best = 0;
+  double best_dist = std::numeric_limits<double>::infinity();
+  for (int code = 0; code <= 0x7E; ++code) {  // 0x7E = 448, the largest finite
+    const double dist = std::fabs(a - static_cast<double>(F32FromE4M3(static_cast<uint8_t>(code))));
+    if (dist < best_dist || (dist == best_dist && (code & 1) == 0)) {
+      best = static_cast<uint8_t>(code);
+      best_dist = dist;
+    }
+  }
+  return sign | best;  // beyond 448 the nearest is 448: saturation
+}
+
+float DynamicScale(const float* values, int64_t n, DType q_type) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isnan(values[i])) m = std::max(m, std::fabs(values[i]));
+  }
+  const float qmax = q_type == DType::kF8E4M3 ? 448.0f : 127.0f;
+  return m > 0.0f ? m / qmax : 1.0f;
+}
+
+void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHeads& heads,
+            const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
+            const NormOptions& options, const Rope& rope) {
+  const int64_t hd = heads.head_dim;
+  const size_t is = SizeOf(qkv_in.dtype), os = SizeOf(qkv_out.dtype);
+  const DType o = qkv_out.dtype;
+  std::vector<uint8_t> head(hd * os);
+  const int64_t half = rope.rotary_dim / 2;
+  for (int64_t t = 0; t < qkv_in.shape[0]; ++t) {
+    for (int64_t h = 0; h < int64_t{heads.num_q_heads} + heads.num_k_heads; ++h) {
+      const auto* x = static_cast<const char*>(qkv_in.data) + (t * qkv_in.stride[0] + h * hd) * is;
+      auto* y = static_cast<char*>(qkv_out.data) + (t * qkv_out.stride[0] + h * hd) * os;
+      reference::RmsNorm(Contiguous<const void*>(x, qkv_in.dtype, {1, hd}),
+              h < heads.num_q_heads ? q_gamma : k_gamma,
+              Contiguous<void*>(head.data(), o, {1, hd}), options);
+      for (int64_t i = 0; i < hd; ++i) Store(y, o, i, Load(head.data(), o, i));
+      if (half == 0) continue;
+      const int64_t pos = rope.positions ? rope.positions[t] : t;
+      const auto* c = static_cast<const float*>(rope.cos.data) + pos * rope.cos.stride[0];
+      const auto* s = static_cast<const float*>(rope.sin.data) + pos * rope.sin.stride[0];
+      for (int64_t i = 0; i < half; ++i) {
+        const double a = Load(head.data(), o, i), b = Load(head.data(), o, i + half);
+        Store(y, o, i, a * c[i] - b * s[i]);
+        Store(y, o, i + half, b * c[i] + a * s[i]);
+      }
+    }
+  }
 }
 
 }  // namespace glmnorm::reference

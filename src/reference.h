@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "glmnorm/add_rms_norm.h"
+#include "glmnorm/qk_norm.h"
 #include "glmnorm/rms_norm.h"
 
 namespace glmnorm::reference {
@@ -46,6 +48,38 @@ Comparison CompareRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma
 // from their storage; 0 when both are the same NaN class or equal infs,
 // a huge number when exactly one is NaN.
 int64_t UlpDistance(DType t, const void* a, const void* b);
+
+
+// ---------------------------------------------------------------- decoder ops
+// (docs/DECODER.md). Same conventions: float64 sums, only the dtype casts of
+// the modelled op order round.
+
+// The float32 sum residual + delta (the reference's add is a float32 add),
+// rounded to residual's dtype when `round` (the stored residual).
+double AddedValue(const void* residual, DType r, const void* delta, DType d, int64_t index,
+                  bool round);
+
+// residual <- R(residual + delta); y <- RmsNorm of the rounded sum (or of the
+// float32 sum when !options.normalize_rounded_sum), cast-then-scale rounding
+// to residual's dtype. No validation.
+void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
+                const ConstTensorView& gamma, const TensorView& y,
+                const AddNormOptions& options);
+
+// The scalar quantisers of quant.h, written independently of the kernels
+// (e4m3 by nearest-value search over the 127 finite magnitudes).
+int8_t QuantizeI8(float value, float scale);
+uint8_t QuantizeE4M3(float value, float scale);
+float F32FromE4M3(uint8_t bits);
+// max|v| / qmax over values (NaN ignored), 1 when that max is 0.
+float DynamicScale(const float* values, int64_t n, DType q_type);
+
+// QkNorm then RoPE, done separately: each q/k head through RmsNorm (this
+// file's, stored in qkv_out's dtype), then the rotation in float64 of those
+// stored values, rounded once. v is not touched. No validation.
+void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHeads& heads,
+            const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
+            const NormOptions& options, const Rope& rope);
 
 }  // namespace glmnorm::reference
 

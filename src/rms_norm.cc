@@ -39,6 +39,7 @@ void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const Tenso
   job.y_rows = RowLayout::Of(y);
   job.gamma = gamma.data;
   const int64_t rows = x.rows();
+  job.stream = rows * x.width() * int64_t(SizeOf(y.dtype)) >= kStreamMinBytes;
   const int64_t bytes = rows * x.width() * int64_t(SizeOf(x.dtype) + SizeOf(y.dtype));
   ForEachRowRange(options.executor, rows, bytes, [&job](int64_t begin, int64_t end) {
     kernels::RmsNormRows(job, begin, end);

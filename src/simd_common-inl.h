@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "glmnorm/dtype.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -101,13 +102,25 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundedBF16Bits(D /*d*/, hn::Vec<D> 
   return hn::And(bits, hn::Set(du, 0xFFFF0000u));
 }
 
+// The same for lanes known not to be NaN (inf is fine): 4 integer ops.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundedBF16BitsNoNaN(D /*d*/, hn::Vec<D> v) {
+  const hn::RebindToUnsigned<D> du;
+  const auto u = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  return hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), lsb);  // low 16 bits: garbage
+}
+
 // Rounds each lane to T and back (the reference's cast to the input dtype).
-template <typename T, class D>
+// kMayBeNaN false: the caller guarantees no lane is NaN (faster bf16 path).
+template <typename T, bool kMayBeNaN = true, class D>
 HWY_INLINE hn::Vec<D> RoundTo(D d, hn::Vec<D> v) {
   if constexpr (std::is_same_v<T, float>) {
     return v;
   } else if constexpr (std::is_same_v<T, BF16>) {
-    return hn::BitCast(d, RoundedBF16Bits(d, v));
+    if constexpr (kMayBeNaN) return hn::BitCast(d, RoundedBF16Bits(d, v));
+    const hn::RebindToUnsigned<D> du;
+    return hn::BitCast(d, hn::And(RoundedBF16BitsNoNaN(d, v), hn::Set(du, 0xFFFF0000u)));
   } else if constexpr (kNativeF16) {
     return hn::PromoteTo(d, hn::DemoteTo(hn::Rebind<F16, D>(), v));
   } else {
@@ -120,22 +133,45 @@ HWY_INLINE hn::Vec<D> RoundTo(D d, hn::Vec<D> v) {
 
 // ---------------------------------------------------------------- stores
 
-template <class D>
+// StoreF32As(d, v, p): rounds v to the storage type of p and stores it.
+// kMayBeNaN as in RoundTo. kStream: non-temporal store (p must be aligned to
+// the stored vector's size); large outputs skip the cache-line reads that a
+// normal store costs, like memcpy's rep movsb does.
+template <bool kMayBeNaN = true, bool kStream = false, class D>
 HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, float* p) {
-  hn::StoreU(v, d, p);
+  if constexpr (kStream) {
+    hn::Stream(v, d, p);
+  } else {
+    hn::StoreU(v, d, p);
+  }
 }
-template <class D>
+template <bool kMayBeNaN = true, bool kStream = false, class D>
 HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, BF16* p) {
   const hn::RebindToSigned<D> di;
   const hn::Rebind<uint16_t, D> du16;
-  const auto high = hn::ShiftRight<16>(RoundedBF16Bits(d, v));
-  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, high)), du16, reinterpret_cast<uint16_t*>(p));
+  hn::Vec<hn::RebindToUnsigned<D>> high;
+  if constexpr (kMayBeNaN) {
+    high = hn::ShiftRight<16>(RoundedBF16Bits(d, v));
+  } else {
+    high = hn::ShiftRight<16>(RoundedBF16BitsNoNaN(d, v));
+  }
+  const auto packed = hn::DemoteTo(du16, hn::BitCast(di, high));
+  auto* out = reinterpret_cast<uint16_t*>(p);
+  if constexpr (kStream) {
+    hn::Stream(packed, du16, out);
+  } else {
+    hn::StoreU(packed, du16, out);
+  }
 }
-template <class D>
+template <bool kMayBeNaN = true, bool kStream = false, class D>
 HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, F16* p) {
   if constexpr (kNativeF16) {
     const hn::Rebind<F16, D> df16;
-    hn::StoreU(hn::DemoteTo(df16, v), df16, p);
+    if constexpr (kStream) {
+      hn::Stream(hn::DemoteTo(df16, v), df16, p);
+    } else {
+      hn::StoreU(hn::DemoteTo(df16, v), df16, p);
+    }
   } else {
     HWY_ALIGN float buf[hn::MaxLanes(d)];
     hn::Store(v, d, buf);
@@ -149,6 +185,26 @@ HWY_INLINE void StoreF32AsPartial(D d, hn::Vec<D> v, T* p, size_t n) {
   HWY_ALIGN float buf[hn::MaxLanes(d)];
   hn::Store(v, d, buf);
   for (size_t i = 0; i < n; ++i) FromF32(buf[i], p + i);
+}
+
+// True when no element of the n values at p is inf or NaN.
+template <class D, typename T>
+HWY_INLINE bool AllFinite(D d, const T* p, size_t n) {
+  constexpr size_t N = hn::MaxLanes(d);
+  const hn::RebindToUnsigned<D> du;
+  auto bad = hn::Zero(du);
+  size_t i = 0;
+  // |v| > max or NaN: the exponent field is all ones.
+  const auto exp_mask = hn::Set(du, 0x7F800000u);
+  for (; i + N <= n; i += N) {
+    const auto u = hn::BitCast(du, LoadF32(d, p + i));
+    bad = hn::Or(bad, hn::VecFromMask(du, hn::Eq(hn::And(u, exp_mask), exp_mask)));
+  }
+  if (i < n) {
+    const auto u = hn::BitCast(du, LoadF32Partial(d, p + i, n - i));
+    bad = hn::Or(bad, hn::VecFromMask(du, hn::Eq(hn::And(u, exp_mask), exp_mask)));
+  }
+  return hn::AllTrue(du, hn::Eq(bad, hn::Zero(du)));
 }
 
 // ---------------------------------------------------------------- reduction
@@ -170,6 +226,17 @@ HWY_INLINE float TreeSumOfLanes(D d, hn::Vec<D> v) {
 #endif
 }
 
+// Adds the squares of one 64-value chunk starting at `base` to acc. The
+// K vectors of a chunk are independent chains, so the adds pipeline.
+template <size_t K, class D, class V, class Load>
+HWY_INLINE void AddChunkSquares(D d, size_t base, V* HWY_RESTRICT acc, const Load& load) {
+  constexpr size_t N = hn::MaxLanes(d);
+  for (size_t k = 0; k < K; ++k) {
+    const V v = load(d, base + k * N);
+    acc[k] = hn::Add(acc[k], hn::Mul(v, v));
+  }
+}
+
 // Canonical sum of squares of a row of `width` values. `load(d, i)` returns
 // the float32 values i .. i+Lanes-1 of the row; `load_partial(d, i, n)` the n
 // values from i with zeros after them.
@@ -180,29 +247,29 @@ HWY_INLINE float CanonicalSumOfSquares(D d, size_t width, const Load& load,
   constexpr size_t N = hn::MaxLanes(d);
   static_assert(kVirtualLanes % N == 0, "vector wider than the virtual lanes");
   constexpr size_t K = kVirtualLanes / N;
+  constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
   V total[K];
+  V block[K];
   for (size_t k = 0; k < K; ++k) total[k] = hn::Zero(d);
-  const size_t num_chunks = (width + kVirtualLanes - 1) / kVirtualLanes;
-  for (size_t c0 = 0; c0 < num_chunks; c0 += kBlockChunks) {
-    const size_t c1 = std::min(c0 + kBlockChunks, num_chunks);
-    V block[K];
+  // Whole blocks of kBlockChunks full chunks: the hot loop.
+  size_t base = 0;
+  for (; base + kBlock <= width; base += kBlock) {
     for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
-    for (size_t c = c0; c < c1; ++c) {
-      const size_t base = c * kVirtualLanes;
-      if (base + kVirtualLanes <= width) {
-        for (size_t k = 0; k < K; ++k) {
-          const V v = load(d, base + k * N);
-          block[k] = hn::Add(block[k], hn::Mul(v, v));
-        }
-      } else {  // the zero-padded last chunk
-        for (size_t k = 0; k < K; ++k) {
-          const size_t i = base + k * N;
-          const V v = i + N <= width ? load(d, i)
-                      : i < width    ? load_partial(d, i, width - i)
-                                     : hn::Zero(d);
-          block[k] = hn::Add(block[k], hn::Mul(v, v));
-        }
-      }
+    for (size_t c = 0; c < kBlockChunks; ++c) {
+      AddChunkSquares<K>(d, base + c * kVirtualLanes, block, load);
+    }
+    for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
+  }
+  // The last, partial block: its full chunks, then the zero-padded chunk.
+  if (base < width) {
+    for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
+    for (; base + kVirtualLanes <= width; base += kVirtualLanes) {
+      AddChunkSquares<K>(d, base, block, load);
+    }
+    for (size_t k = 0; k < K && base + k * N < width; ++k) {
+      const size_t i = base + k * N;
+      const V v = i + N <= width ? load(d, i) : load_partial(d, i, width - i);
+      block[k] = hn::Add(block[k], hn::Mul(v, v));
     }
     for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
   }
@@ -233,6 +300,7 @@ HWY_INLINE bool NeedsRescale(float sum_sq, size_t width, float eps) {
 struct InvRms {
   float r;
   float prescale;
+  bool finite_row;  // no inf or NaN in the row (so x * r has no NaN)
 };
 
 // The slow path for NeedsRescale rows: the canonical sum of squares of the
@@ -252,7 +320,7 @@ HWY_NOINLINE InvRms RescaledInverseRms(D d, size_t width, float sum_sq, float ep
   float max_abs = 0.0f;
   for (size_t k = 0; k < N; ++k) max_abs = std::max(max_abs, lanes[k]);
   if (!(max_abs > 0.0f) || !std::isfinite(max_abs)) {
-    return {InverseRms(sum_sq, width, eps), 1.0f};
+    return {InverseRms(sum_sq, width, eps), 1.0f, std::isfinite(max_abs)};
   }
   const int exponent = std::clamp(-std::ilogb(max_abs), -126, 126);
   const float scale = std::ldexp(1.0f, exponent);
@@ -262,7 +330,8 @@ HWY_NOINLINE InvRms RescaledInverseRms(D d, size_t width, float sum_sq, float ep
       [&](auto dd, size_t j, size_t n) { return hn::Mul(load_partial(dd, j, n), vscale); });
   const double s = scale;
   const double mean = static_cast<double>(scaled_sum) / static_cast<double>(width);
-  return {static_cast<float>(1.0 / std::sqrt(mean + static_cast<double>(eps) * s * s)), scale};
+  return {static_cast<float>(1.0 / std::sqrt(mean + static_cast<double>(eps) * s * s)), scale,
+          true};
 }
 
 // InverseRms of a row, with the rescaling fallback.
@@ -273,7 +342,7 @@ HWY_INLINE InvRms RowInverseRms(D d, size_t width, float eps, const Load& load,
   if (HWY_UNLIKELY(NeedsRescale(sum_sq, width, eps))) {
     return RescaledInverseRms(d, width, sum_sq, eps, load, load_partial);
   }
-  return {InverseRms(sum_sq, width, eps), 1.0f};
+  return {InverseRms(sum_sq, width, eps), 1.0f, std::isfinite(sum_sq)};
 }
 
 }  // namespace HWY_NAMESPACE

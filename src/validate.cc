@@ -104,6 +104,10 @@ void Options(const char* fn, const NormOptions& o) {
 
 void OutputDType(const char* fn, const char* y_name, DType y, DType w, DType t,
                  Rounding rounding) {
+  if (rounding == Rounding::kSingle && y != t && y != DType::kF32) {
+    Fail(fn, std::string(y_name) + ".dtype must be the input dtype " + std::string(Name(t)) +
+                 " or f32 in single-rounding mode, got " + std::string(Name(y)));
+  }
   if (rounding == Rounding::kCastThenScale && y != Promote(w, t)) {
     Fail(fn, std::string(y_name) + ".dtype must be " + std::string(Name(Promote(w, t))) +
                  " in cast-then-scale mode (PyTorch's promotion of gamma " +

@@ -123,6 +123,13 @@ TEST(Errors, DtypeCombinationNotDefinedByMode) {
         a.yv.dtype = DType::kBF16;
       },
       "y.dtype must be f32 in cast-then-scale mode");
+  ExpectError(
+      [](Args& a) {
+        a.opt.rounding = Rounding::kSingle;
+        a.xv.dtype = DType::kBF16;
+        a.yv.dtype = DType::kF16;
+      },
+      "y.dtype must be the input dtype bf16 or f32 in single-rounding mode, got f16");
   ExpectError([](Args& a) { a.xv.dtype = DType::kI8; }, "x.dtype must be f32, bf16 or f16, got i8");
   ExpectError([](Args& a) { a.gv.dtype = DType::kF8E4M3; },
               "gamma.dtype must be f32, bf16 or f16, got f8e4m3");

@@ -4,6 +4,9 @@
 // The output is written to a temporary file and renamed into place; when the
 // command fails, an output file left from an earlier run is removed too, so
 // the path never holds a partial or stale result.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +36,12 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
 }
 
 void Apply(const ApplyArgs& args) {
@@ -84,11 +93,17 @@ void Apply(const ApplyArgs& args) {
 }
 
 int RunApply(const ApplyArgs& args) {
+  // Writing over the input would lose it, and the stale-output cleanup below
+  // would delete it on failure.
+  if (SameFile(args.input, args.output)) {
+    throw Error(args.output + ": is the input file; choose another --output");
+  }
   try {
     Apply(args);
   } catch (const std::exception& e) {
     std::string what = e.what();
-    if (std::remove(args.output.c_str()) == 0) {
+    // unlink, not remove: never a directory.
+    if (unlink(args.output.c_str()) == 0) {
       what += " (removed the earlier " + args.output + " so no stale result remains)";
     }
     throw Error(what);

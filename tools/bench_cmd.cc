@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_decoder.h"
 #include "bench_runner.h"
 #include "commands.h"
 #include "glmnorm/glmnorm.h"
@@ -101,6 +102,7 @@ int RunBench(const BenchOptions& o) {
     std::vector<BenchCase> cases;
     std::vector<std::shared_ptr<void>> keep;
     if (o.kernel.empty() || o.kernel == "rms_norm") AddRmsNormCases(o, threads, cases, keep);
+    AddDecoderCases(o.kernel, o.tokens, o.dtypes, threads, cases, keep);  // docs/DECODER.md
     for (const BenchCase& c : cases) PrintRow(c, Measure(c, o.min_seconds), o.json);
   }
   return 0;

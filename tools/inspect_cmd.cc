@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "glmnorm/checkpoint.h"
+#include "glmnorm/safetensors.h"
 
 namespace glmnorm::tools {
 namespace {
@@ -82,6 +84,12 @@ void PrintText(const CheckpointNorms& ck) {
     const std::string role(RoleName(n.role));
     if (!n.present) {
       std::printf("%-*s  %-24s %6s  %-5s\n", nw, n.name.c_str(), role.c_str(), "-", "MISSING");
+      continue;
+    }
+    const std::optional<DType> dtype = DTypeFromSafetensors(n.dtype);
+    if (!dtype || !IsFloatActivation(*dtype)) {  // no gamma values to summarise
+      std::printf("%-*s  %-24s %6lld  %-5s\n", nw, n.name.c_str(), role.c_str(),
+                  static_cast<long long>(ShownWidth(n)), n.dtype.c_str());
       continue;
     }
     std::printf("%-*s  %-24s %6lld  %-5s %10.4g %10.4g %10.4g\n", nw, n.name.c_str(), role.c_str(),

@@ -2,8 +2,11 @@
 #ifndef GLMNORM_GLMNORM_H_
 #define GLMNORM_GLMNORM_H_
 
+#include "glmnorm/add_rms_norm.h"
 #include "glmnorm/dtype.h"
 #include "glmnorm/error.h"
+#include "glmnorm/qk_norm.h"
+#include "glmnorm/quant.h"
 #include "glmnorm/rms_norm.h"
 #include "glmnorm/tensor.h"
 #include "glmnorm/threading.h"

@@ -24,7 +24,8 @@ enum class Rounding : uint8_t {
   // Reference op order: cast x*r to x's dtype, then multiply by gamma in the
   // promoted dtype of (gamma, x). y's dtype must be Promote(gamma, x).
   kCastThenScale,
-  // Multiply x*r*gamma in float32 and round once to y's dtype (any dtype).
+  // Multiply x*r*gamma in float32 and round once to y's dtype, which must be
+  // x's dtype or f32.
   kSingle,
 };
 

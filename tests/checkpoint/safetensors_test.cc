@@ -40,11 +40,11 @@ std::string OpenError(const std::vector<std::byte>& image) {
 }
 
 std::vector<std::byte> TwoTensors() {
-  const std::vector<float> a = {1.0f, -2.0f, 3.5f};
-  const std::vector<uint16_t> b = test::Bf16({0.5f, 0.25f, 8.0f, -1.0f});
+  const std::vector<std::byte> a = test::BytesOf(std::vector<float>{1.0f, -2.0f, 3.5f});
+  const std::vector<std::byte> b = test::BytesOf(test::Bf16({0.5f, 0.25f, 8.0f, -1.0f}));
   const SafetensorsEntry entries[] = {
-      {"b", "BF16", {2, 2}, test::BytesOf(b)},
-      {"a", "F32", {3}, test::BytesOf(a)},
+      {"b", "BF16", {2, 2}, b},
+      {"a", "F32", {3}, a},
   };
   return EncodeSafetensors(entries, {{"format", "pt"}});
 }

@@ -6,11 +6,13 @@
 //
 // Bars: the updated residual is bit-identical to h in every element; y is
 // >= 99.99% bit-identical and never more than 1 ulp away.
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "glmnorm/add_rms_norm.h"
 #include "golden_data.h"
@@ -34,8 +36,7 @@ class GoldenAddRmsNormTest : public testing::TestWithParam<const char*> {
   }
 
   void CheckResults(const std::string& label, const Array& residual, const Array& y) {
-    const BitStats sum_stats =
-        CompareBits(residual.dtype, AllBits(residual), AllBits(c_.Get("h")));
+    const BitStats sum_stats = CompareBits(residual.dtype, AllBits(residual), AllBits(c_.Get("h")));
     Print(c_.name + " " + label + ", residual <- residual + delta", sum_stats);
     EXPECT_EQ(sum_stats.identical, sum_stats.total)
         << "the residual add must round exactly like torch: " << sum_stats.Summary();
@@ -55,8 +56,7 @@ TEST_P(GoldenAddRmsNormTest, MatchesDecoderLayer) {
   const Array delta = c_.Get("delta");
   Array y = c_.Get("y");
   std::fill(y.bytes.begin(), y.bytes.end(), uint8_t{0});
-  AddRmsNorm(MutableView(residual), View(delta), View(c_.Get("gamma")), MutableView(y),
-             options_);
+  AddRmsNorm(MutableView(residual), View(delta), View(c_.Get("gamma")), MutableView(y), options_);
   CheckResults("out of place", residual, y);
   EXPECT_EQ(delta.bytes, c_.Get("delta").bytes) << "delta was written";
 }
@@ -70,15 +70,13 @@ TEST_P(GoldenAddRmsNormTest, MatchesDecoderLayerWithOutputInDelta) {
   CheckResults("y in delta", residual, delta);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transformers, GoldenAddRmsNormTest,
-                         testing::ValuesIn(kAddRmsNormCases),
+INSTANTIATE_TEST_SUITE_P(Transformers, GoldenAddRmsNormTest, testing::ValuesIn(kAddRmsNormCases),
                          [](const testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });
 
 TEST(GoldenAddRmsNormCoverageTest, EveryManifestCaseIsTested) {
-  const std::vector<std::string> tested(std::begin(kAddRmsNormCases),
-                                        std::end(kAddRmsNormCases));
+  const std::vector<std::string> tested(std::begin(kAddRmsNormCases), std::end(kAddRmsNormCases));
   EXPECT_EQ(CaseNames("add_rms_norm"), tested);
 }
 

@@ -23,8 +23,7 @@ static_assert(std::endian::native == std::endian::little,
 std::vector<uint8_t> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("golden: cannot open " + path);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in),
-                              std::istreambuf_iterator<char>());
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Monotone map of a float's bits onto the integers (ordered like the values).
@@ -117,9 +116,8 @@ Case LoadCase(const std::string& name) {
       array.bytes = ReadFile(path);
       const auto expected = static_cast<size_t>(array.NumElements()) * SizeOf(array.dtype);
       if (array.bytes.size() != expected) {
-        throw std::runtime_error("golden: " + path + " has " +
-                                 std::to_string(array.bytes.size()) + " bytes, expected " +
-                                 std::to_string(expected));
+        throw std::runtime_error("golden: " + path + " has " + std::to_string(array.bytes.size()) +
+                                 " bytes, expected " + std::to_string(expected));
       }
       c.arrays.emplace(array_name, std::move(array));
     }
@@ -188,9 +186,9 @@ bool BitStats::MeetsBf16Bar() const {
 
 std::string BitStats::Summary() const {
   std::ostringstream s;
-  s << total << " elements: identical " << identical << " (" << std::fixed
-    << std::setprecision(4) << IdenticalPercent() << "%), 1 ulp " << one_ulp << ", worse "
-    << worse << ", max ulp " << max_ulp;
+  s << total << " elements: identical " << identical << " (" << std::fixed << std::setprecision(4)
+    << IdenticalPercent() << "%), 1 ulp " << one_ulp << ", worse " << worse << ", max ulp "
+    << max_ulp;
   if (first_worse >= 0) s << ", first worse at " << first_worse;
   return s.str();
 }

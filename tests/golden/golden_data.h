@@ -6,10 +6,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "glmnorm/dtype.h"
 #include "glmnorm/tensor.h"

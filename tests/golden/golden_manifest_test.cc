@@ -1,13 +1,13 @@
 // Consistency of the golden data itself (tests/data/golden): every case loads,
 // its files match its shapes, the eps is GLM's, the generator recorded its
 // versions and seed, and the data stays small. Needs no kernel.
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
 #include <set>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "glmnorm/rms_norm.h"
 #include "golden_data.h"
@@ -25,9 +25,8 @@ TEST(GoldenManifestTest, RecordsProvenance) {
   EXPECT_TRUE(m.at("seed").is_number_integer());
   EXPECT_EQ(m.at("module").get<std::string>(),
             "transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeRMSNorm");
-  std::cout << "[golden] torch " << m.at("torch_version").get<std::string>()
-            << ", transformers " << m.at("transformers_version").get<std::string>()
-            << ", seed " << m.at("seed") << "\n";
+  std::cout << "[golden] torch " << m.at("torch_version").get<std::string>() << ", transformers "
+            << m.at("transformers_version").get<std::string>() << ", seed " << m.at("seed") << "\n";
 }
 
 TEST(GoldenManifestTest, EveryCaseLoadsWithGlmEps) {

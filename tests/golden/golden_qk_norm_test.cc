@@ -6,13 +6,13 @@
 // Bars: q and k parts >= 99.99% bit-identical and never more than 1 ulp away;
 // v columns (and any row padding) untouched; out of place, the input is not
 // written.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
-#include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "glmnorm/qk_norm.h"
 #include "golden_data.h"
@@ -36,8 +36,8 @@ class GoldenQkNormTest : public testing::TestWithParam<const char*> {
     heads_.num_v_heads = h.at("num_v_heads");
     heads_.head_dim = h.at("head_dim");
     tokens_ = c_.meta.at("tokens");
-    width_ = int64_t{heads_.num_q_heads + heads_.num_k_heads + heads_.num_v_heads} *
-             heads_.head_dim;
+    width_ =
+        int64_t{heads_.num_q_heads + heads_.num_k_heads + heads_.num_v_heads} * heads_.head_dim;
     q_end_ = int64_t{heads_.num_q_heads} * heads_.head_dim;
     k_end_ = q_end_ + int64_t{heads_.num_k_heads} * heads_.head_dim;
     ASSERT_EQ(c_.Get("qkv").shape, (std::vector<int64_t>{tokens_, width_}));
@@ -60,9 +60,9 @@ class GoldenQkNormTest : public testing::TestWithParam<const char*> {
   }
 
   void CheckQk(const std::string& label, const std::vector<uint8_t>& out, int64_t row_stride) {
-    const BitStats q_stats =
-        CompareBits(DType::kBF16, ColumnBits(DType::kBF16, out.data(), tokens_, row_stride, 0, q_end_),
-                    AllBits(c_.Get("q_out")));
+    const BitStats q_stats = CompareBits(
+        DType::kBF16, ColumnBits(DType::kBF16, out.data(), tokens_, row_stride, 0, q_end_),
+        AllBits(c_.Get("q_out")));
     Print(c_.name + " " + label + ", q", q_stats);
     EXPECT_TRUE(q_stats.MeetsBf16Bar()) << q_stats.Summary();
     const BitStats k_stats = CompareBits(
@@ -81,8 +81,8 @@ class GoldenQkNormTest : public testing::TestWithParam<const char*> {
   QkHeads heads_;
   int64_t tokens_ = 0;
   int64_t width_ = 0;
-  int64_t q_end_ = 0;  // first k column
-  int64_t k_end_ = 0;  // first v column
+  int64_t q_end_ = 0;          // first k column
+  int64_t k_end_ = 0;          // first v column
   const NormOptions options_;  // defaults: cast-then-scale, GLM's eps
 };
 
@@ -121,8 +121,8 @@ TEST_P(GoldenQkNormTest, InPlaceWithPaddedRows) {
   const std::vector<uint8_t> before = buffer;
   void* data = buffer.data();
   QkNorm(Rows(static_cast<const void*>(data), DType::kBF16, tokens_, width_, row_stride),
-         Rows(data, DType::kBF16, tokens_, width_, row_stride), heads_,
-         View(c_.Get("q_gamma")), View(c_.Get("k_gamma")), options_);
+         Rows(data, DType::kBF16, tokens_, width_, row_stride), heads_, View(c_.Get("q_gamma")),
+         View(c_.Get("k_gamma")), options_);
   CheckQk("in place, padded rows", buffer, row_stride);
   EXPECT_EQ(Columns(buffer, row_stride, k_end_, row_stride),
             Columns(before, row_stride, k_end_, row_stride))

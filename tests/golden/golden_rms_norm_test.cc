@@ -16,14 +16,17 @@
 //     gamma * bf16(x * r) rounded once to f32, so the only freedom is the bf16
 //     rounding of x * r: >= 99.99% bit-identical, and every other element
 //     equals gamma times a bf16 neighbour of Transformers' bf16(x * r).
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
+#include <iterator>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "glmnorm/rms_norm.h"
 #include "golden_data.h"
@@ -34,8 +37,12 @@ namespace {
 constexpr int64_t kMaxF32UlpsFromTorch = 4;
 
 const char* const kRmsNormCases[] = {
-    "rms_norm_bf16_w128",  "rms_norm_bf16_w4096", "rms_norm_bf16_w5120",
-    "rms_norm_f32_w128",   "rms_norm_f32_w4096",  "rms_norm_f32_w5120",
+    "rms_norm_bf16_w128",
+    "rms_norm_bf16_w4096",
+    "rms_norm_bf16_w5120",
+    "rms_norm_f32_w128",
+    "rms_norm_f32_w4096",
+    "rms_norm_f32_w5120",
     "rms_norm_f32gamma_bf16x_w5120",
 };
 
@@ -197,7 +204,8 @@ TEST(GoldenRmsNormOnQkvViewsTest, MatchesQNormAndKNorm) {
     int64_t first_head;
     int64_t num_heads;
   };
-  for (const Part& part : {Part{"q_gamma", "q_out", 0, num_q}, Part{"k_gamma", "k_out", num_q, num_k}}) {
+  for (const Part& part :
+       {Part{"q_gamma", "q_out", 0, num_q}, Part{"k_gamma", "k_out", num_q, num_k}}) {
     SCOPED_TRACE(part.expected);
     const int64_t col_begin = part.first_head * head_dim;
     const int64_t col_end = col_begin + part.num_heads * head_dim;
@@ -235,8 +243,7 @@ TEST(GoldenRmsNormOnQkvViewsTest, MatchesQNormAndKNorm) {
     Array out = NewArray(DType::kBF16, {batch, seq, part.num_heads, head_dim});
     RmsNorm(in, View(c.Get(part.gamma)), MutableView(out));
     stats = CompareBits(DType::kBF16, AllBits(out), expected);
-    Print(c.name + std::string(" RmsNorm out of place from the ") + part.expected + " view",
-          stats);
+    Print(c.name + std::string(" RmsNorm out of place from the ") + part.expected + " view", stats);
     EXPECT_TRUE(stats.MeetsBf16Bar()) << stats.Summary();
   }
 }

@@ -1,0 +1,58 @@
+// Norms with quantised outputs: what an FP8 (or int8) GEMM consumes next.
+//
+//   q = saturate(RNE(v / scale))      (float32 division, one rounding)
+//
+// v, the value quantised, is y EXACTLY as RmsNorm / AddRmsNorm would store it,
+// converted to float32:
+//   - cast-then-scale (default): y rounded to Promote(gamma, x) -- with bf16
+//     activations and bf16 gammas the bf16 y of the reference (Transformers);
+//     with f32 gammas, the f32 y.
+//   - single-rounding: the float32 y, never rounded to a 16-bit type (so q is
+//     the only rounding after the float32 product).
+// Output dtypes:
+//   - DType::kI8: RNE to an integer, saturated to [-128, 127]; NaN -> 0.
+//     qmax = 127.
+//   - DType::kF8E4M3 (OCP e4m3fn, bias 7, no inf): RNE, subnormals kept,
+//     saturated to +-448 (inf too); NaN -> 0x7F/0xFF; -0 -> 0x80. qmax = 448.
+// Scales:
+//   - static: one per-tensor scale, finite and > 0.
+//   - dynamic per token: scale[row] = max|v| / qmax (float32 division; NaN
+//     values ignored in the max), written to the caller's f32 array; a row
+//     whose max|v| is 0 gets scale 1 (all its q are 0). Dequantise as q * scale.
+// Supported: x / residual / delta dtypes as in RmsNorm / AddRmsNorm; gamma
+// f32 or the activation's dtype (x, or delta for AddRmsNormQuant). Other
+// gammas are rejected with an error.
+#ifndef GLMNORM_QUANT_H_
+#define GLMNORM_QUANT_H_
+
+#include <cstdint>
+
+#include "glmnorm/add_rms_norm.h"
+#include "glmnorm/rms_norm.h"
+
+namespace glmnorm {
+
+enum class QuantScaling : uint8_t { kStatic, kDynamicPerToken };
+
+struct QuantOptions {
+  QuantScaling scaling = QuantScaling::kDynamicPerToken;
+  float scale = 1.0f;           // kStatic: the per-tensor scale (finite, > 0)
+  float* scales = nullptr;      // kDynamicPerToken: rows() scales, row order
+  int64_t num_scales = 0;       // length of scales; must be >= rows()
+};
+
+// q = Quant(RmsNorm(x)). q: same shape as x, dtype kI8 or kF8E4M3, must not
+// overlap x.
+void RmsNormQuant(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& q,
+                  const QuantOptions& quant, const NormOptions& options = {});
+
+// residual <- R(residual + delta); q = Quant(RmsNorm(residual)) (see
+// add_rms_norm.h for the add and normalize_rounded_sum). q must not overlap
+// residual or delta.
+void AddRmsNormQuant(const TensorView& residual, const ConstTensorView& delta,
+                     const ConstTensorView& gamma, const TensorView& q,
+                     const QuantOptions& quant, const AddNormOptions& options = {});
+
+}  // namespace glmnorm
+
+#endif  // GLMNORM_QUANT_H_

@@ -1,0 +1,134 @@
+// AddRmsNorm row kernels, compiled once per SIMD target (see kernels.cc).
+//
+// Pass 1 computes s = residual + delta (float32 add; rounded to R unless
+// normalize_rounded_sum is false) and the canonical sum of squares of the
+// values the norm reads, writing nothing. Pass 2 recomputes s (the row is in
+// L1/L2), stores residual = R(s) and y. Memory sees one read of residual and
+// delta and one write of residual and y; y may be delta (in place). The
+// reduction sees exactly the values RmsNorm would read from the new residual,
+// so in the default mode y == RmsNorm(new residual) bit for bit.
+
+#if defined(GLMNORM_SRC_ADD_RMS_NORM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GLMNORM_SRC_ADD_RMS_NORM_INL_H_
+#undef GLMNORM_SRC_ADD_RMS_NORM_INL_H_
+#else
+#define GLMNORM_SRC_ADD_RMS_NORM_INL_H_
+#endif
+
+#include "kernel_args.h"
+#include "norm_row-inl.h"
+#include "simd_common-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glmnorm {
+namespace HWY_NAMESPACE {
+
+// Q_MODE: 0 store y as O, 1 quantise to int8, 2 quantise to e4m3.
+template <typename R, typename Dl, typename W, typename O, bool kCastThenScale, int kQuant>
+void AddRmsNormRowsTyped(const AddRmsNormJob& job, int64_t row_begin, int64_t row_end) {
+  const hn::ScalableTag<float> d;
+  const size_t width = static_cast<size_t>(job.p.width);
+  const W* gamma = static_cast<const W*>(job.gamma);
+  const bool rounded = job.normalize_rounded_sum;
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    R* res = static_cast<R*>(job.residual) + job.residual_rows.Offset(row);
+    const Dl* del = static_cast<const Dl*>(job.delta) + job.delta_rows.Offset(row);
+    // The values the norm reads (no side effects).
+    const auto load = [=](auto dd, size_t i) {
+      const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
+      return rounded ? RoundTo<R>(dd, s) : s;
+    };
+    const auto load_partial = [=](auto dd, size_t i, size_t n) {
+      const auto s = hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
+      return rounded ? RoundTo<R>(dd, s) : s;
+    };
+    // The same values, storing residual = R(s) on the way (y, which may be
+    // delta, is stored after this, at the same index).
+    const auto store_load = [=](auto dd, size_t i) {
+      const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
+      StoreF32As(dd, s, res + i);
+      return rounded ? RoundTo<R>(dd, s) : s;
+    };
+    const auto store_load_partial = [=](auto dd, size_t i, size_t n) {
+      const auto s = hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
+      StoreF32AsPartial(dd, s, res + i, n);
+      return rounded ? RoundTo<R>(dd, s) : s;
+    };
+    const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
+    if constexpr (kQuant == 0) {
+      O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
+      ForEachNormVector<R, W, kCastThenScale>(d, width, inv, gamma, job.p.weight_offset,
+                                              store_load, store_load_partial, StoreSink<O>{y});
+    } else {
+      uint8_t* q = static_cast<uint8_t*>(job.y) + job.y_rows.Offset(row);
+      QuantizeRow<R, W, O, kCastThenScale, kQuant == 2>(
+          d, width, inv, gamma, job.p.weight_offset, job.quant, row, q, load, load_partial,
+          store_load, store_load_partial);
+    }
+  }
+}
+
+// Supported (residual R, delta Dl): Dl == R, or R = f32 with Dl bf16/f16.
+template <class Fn>
+HWY_INLINE void WithResidualDeltaTypes(DType r, DType dl, const Fn& fn) {
+  WithFloatType(r, [&](auto r_tag) {
+    using R = typename decltype(r_tag)::type;
+    if constexpr (std::is_same_v<R, float>) {
+      WithFloatType(dl, [&](auto dl_tag) { fn(r_tag, dl_tag); });
+    } else {
+      fn(r_tag, r_tag);
+    }
+  });
+}
+
+void AddRmsNormRows(const AddRmsNormJob& job, int64_t row_begin, int64_t row_end) {
+  const NormParams& p = job.p;
+  WithResidualDeltaTypes(p.x_type, job.delta_type, [&](auto r_tag, auto dl_tag) {
+    using R = typename decltype(r_tag)::type;
+    using Dl = typename decltype(dl_tag)::type;
+    WithQuantGammaType<Dl>(p.w_type, [&](auto w_tag) {  // f32 or delta's dtype
+      using W = typename decltype(w_tag)::type;
+      if (p.rounding == Rounding::kCastThenScale) {
+        // y's dtype is Promote(W, R), checked by the front end.
+        AddRmsNormRowsTyped<R, Dl, W, PromotedT<W, R>, true, 0>(job, row_begin, row_end);
+      } else {
+        WithFloatType(p.y_type, [&](auto o_tag) {
+          using O = typename decltype(o_tag)::type;
+          AddRmsNormRowsTyped<R, Dl, W, O, false, 0>(job, row_begin, row_end);
+        });
+      }
+    });
+  });
+}
+
+// Quantised y: gamma f32 or delta's dtype; the value quantised is y rounded
+// to Promote(W, R) in cast-then-scale mode, the float32 y in single mode.
+void AddRmsNormQuantRows(const AddRmsNormJob& job, int64_t row_begin, int64_t row_end) {
+  const NormParams& p = job.p;
+  const bool e4m3 = job.quant.q_type == DType::kF8E4M3;
+  WithResidualDeltaTypes(p.x_type, job.delta_type, [&](auto r_tag, auto dl_tag) {
+    using R = typename decltype(r_tag)::type;
+    using Dl = typename decltype(dl_tag)::type;
+    WithQuantGammaType<Dl>(p.w_type, [&](auto w_tag) {
+      using W = typename decltype(w_tag)::type;
+      using V = PromotedT<W, R>;
+      if (p.rounding == Rounding::kCastThenScale) {
+        if (e4m3) {
+          AddRmsNormRowsTyped<R, Dl, W, V, true, 2>(job, row_begin, row_end);
+        } else {
+          AddRmsNormRowsTyped<R, Dl, W, V, true, 1>(job, row_begin, row_end);
+        }
+      } else if (e4m3) {
+        AddRmsNormRowsTyped<R, Dl, W, float, false, 2>(job, row_begin, row_end);
+      } else {
+        AddRmsNormRowsTyped<R, Dl, W, float, false, 1>(job, row_begin, row_end);
+      }
+    });
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glmnorm
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,133 @@
+// Front ends of the quantising norms (quant.h): validate, then split rows.
+#include "glmnorm/quant.h"
+
+#include <cmath>
+#include <string>
+
+#include "add_rms_norm_validate.h"
+#include "kernels.h"
+#include "parallel.h"
+#include "validate.h"
+
+namespace glmnorm {
+
+namespace {
+
+// q: same shape as `like`, i8 or e4m3, contiguous last dim, non-null.
+template <typename Ptr>
+void ValidateQ(const char* fn, const char* like_name, const BasicTensorView<Ptr>& like,
+               const TensorView& q) {
+  if (q.dtype != DType::kI8 && q.dtype != DType::kF8E4M3) {
+    validate::Fail(fn, "q.dtype must be i8 or f8e4m3, got " + std::string(Name(q.dtype)));
+  }
+  validate::SameShape(fn, like_name, like, "q", q);
+  if (q.stride[q.rank - 1] != 1) {
+    validate::Fail(fn, "q.stride[" + std::to_string(q.rank - 1) +
+                           "] (last dim) must be 1 (contiguous), got " +
+                           std::to_string(q.stride[q.rank - 1]));
+  }
+  if (q.rows() > 0 && q.data == nullptr) validate::Fail(fn, "q.data is null");
+}
+
+void ValidateQuantOptions(const char* fn, const QuantOptions& o, int64_t rows) {
+  if (o.scaling == QuantScaling::kStatic) {
+    if (!std::isfinite(o.scale) || !(o.scale > 0.0f)) {
+      validate::Fail(fn, "scale must be finite and > 0 for a static scale, got " +
+                             std::to_string(o.scale));
+    }
+  } else if (o.scaling == QuantScaling::kDynamicPerToken) {
+    if (o.scales == nullptr) {
+      validate::Fail(fn, "scales must not be null for a dynamic per-token scale (" +
+                             std::to_string(rows) + " floats)");
+    }
+    if (o.num_scales < rows) {
+      validate::Fail(fn, "num_scales must be >= the number of rows " + std::to_string(rows) +
+                             ", got " + std::to_string(o.num_scales));
+    }
+  } else {
+    validate::Fail(fn, "scaling must be kStatic or kDynamicPerToken");
+  }
+}
+
+// Gamma: f32 or the activation's dtype.
+void ValidateQuantGamma(const char* fn, const ConstTensorView& gamma, DType act,
+                        const char* act_name) {
+  if (gamma.dtype != DType::kF32 && gamma.dtype != act) {
+    validate::Fail(fn, "gamma.dtype must be f32 or " + std::string(act_name) + "'s dtype " +
+                           std::string(Name(act)) + " for a quantised output, got " +
+                           std::string(Name(gamma.dtype)));
+  }
+}
+
+QuantParams MakeQuantParams(const QuantOptions& o, DType q_type) {
+  QuantParams p;
+  p.q_type = q_type;
+  p.dynamic = o.scaling == QuantScaling::kDynamicPerToken;
+  p.scale = p.dynamic ? 1.0f : o.scale;
+  p.scales = p.dynamic ? o.scales : nullptr;
+  return p;
+}
+
+// The dtype of the value quantised (quant.h).
+DType ValueType(const NormOptions& o, DType w, DType t) {
+  return o.rounding == Rounding::kCastThenScale ? Promote(w, t) : DType::kF32;
+}
+
+}  // namespace
+
+void RmsNormQuant(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& q,
+                  const QuantOptions& quant, const NormOptions& options) {
+  constexpr const char* kFn = "RmsNormQuant";
+  validate::Options(kFn, options);
+  validate::Activation(kFn, "x", x);
+  validate::Gamma(kFn, "gamma", gamma, x.width());
+  ValidateQuantGamma(kFn, gamma, x.dtype, "x");
+  ValidateQ(kFn, "x", x, q);
+  ValidateQuantOptions(kFn, quant, x.rows());
+  validate::NoPartialOverlap(kFn, "x", x, "q", q, /*allow_same=*/false);
+
+  RmsNormQuantJob job;
+  job.p.x_type = x.dtype;
+  job.p.w_type = gamma.dtype;
+  job.p.y_type = ValueType(options, gamma.dtype, x.dtype);
+  job.p.rounding = options.rounding;
+  job.p.eps = options.eps;
+  job.p.weight_offset = options.weight_offset;
+  job.p.width = x.width();
+  job.x = x.data;
+  job.x_rows = RowLayout::Of(x);
+  job.q = q.data;
+  job.q_rows = RowLayout::Of(q);
+  job.gamma = gamma.data;
+  job.quant = MakeQuantParams(quant, q.dtype);
+  const int64_t rows = x.rows();
+  const int64_t bytes = rows * x.width() * int64_t(SizeOf(x.dtype) + 1);
+  ForEachRowRange(options.executor, rows, bytes, [&job](int64_t begin, int64_t end) {
+    kernels::RmsNormQuantRows(job, begin, end);
+  });
+}
+
+void AddRmsNormQuant(const TensorView& residual, const ConstTensorView& delta,
+                     const ConstTensorView& gamma, const TensorView& q,
+                     const QuantOptions& quant, const AddNormOptions& options) {
+  constexpr const char* kFn = "AddRmsNormQuant";
+  detail::ValidateAddInputs(kFn, residual, delta, gamma, options);
+  ValidateQuantGamma(kFn, gamma, delta.dtype, "delta");
+  ValidateQ(kFn, "residual", residual, q);
+  ValidateQuantOptions(kFn, quant, residual.rows());
+  validate::NoPartialOverlap(kFn, "residual", residual, "q", q, /*allow_same=*/false);
+  validate::NoPartialOverlap(kFn, "delta", delta, "q", q, /*allow_same=*/false);
+
+  AddRmsNormJob job = detail::MakeAddJob(residual, delta, gamma, q,
+                                         ValueType(options, gamma.dtype, residual.dtype), options);
+  job.quantize = true;
+  job.quant = MakeQuantParams(quant, q.dtype);
+  const int64_t rows = residual.rows();
+  const int64_t bytes =
+      rows * residual.width() * int64_t(2 * SizeOf(residual.dtype) + SizeOf(delta.dtype) + 1);
+  ForEachRowRange(options.executor, rows, bytes, [&job](int64_t begin, int64_t end) {
+    kernels::AddRmsNormQuantRows(job, begin, end);
+  });
+}
+
+}  // namespace glmnorm

@@ -1,0 +1,205 @@
+// Bench cases of the decoder-path kernels on GLM-4.5 shapes (hidden 5120;
+// 96 + 8 + 8 heads of 128). model_bytes counts what the kernel must read and
+// write, so the same-run copy moves exactly as many bytes.
+#include "bench_decoder.h"
+
+#include <random>
+
+#include "glmnorm/add_rms_norm.h"
+#include "glmnorm/error.h"
+#include "glmnorm/qk_norm.h"
+#include "glmnorm/quant.h"
+#include "glmnorm/rms_norm.h"
+#include "hwy/aligned_allocator.h"
+#include "parallel.h"
+#include "reference.h"
+
+namespace glmnorm::tools {
+
+namespace {
+
+constexpr int64_t kHidden = 5120;
+constexpr QkHeads kGlmHeads{96, 8, 8, 128};
+
+DType ParseDType(const std::string& s) {
+  if (s == "bf16") return DType::kBF16;
+  if (s == "f16") return DType::kF16;
+  if (s == "f32") return DType::kF32;
+  throw Error("bench: --dtype must be bf16, f16 or f32, got '" + s + "'");
+}
+
+struct Tensor {
+  hwy::AlignedFreeUniquePtr<uint8_t[]> bytes;
+  DType dtype;
+  int64_t n;
+  Tensor(DType t, int64_t elements, double stddev, double mean, uint64_t seed)
+      : bytes(hwy::AllocateAligned<uint8_t>(size_t(elements) * SizeOf(t))), dtype(t), n(elements) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal(mean, stddev);
+    for (int64_t i = 0; i < n; ++i) reference::Store(bytes.get(), t, i, normal(rng));
+  }
+  void* data() { return bytes.get(); }
+};
+
+// The unfused baseline's add: residual = R(residual + delta), a plain loop
+// over rows split over the same pool.
+void SeparateAdd(const TensorView& r, const ConstTensorView& d) {
+  const int64_t rows = r.rows(), width = r.width();
+  ForEachRowRange(nullptr, rows, rows * width * 3 * int64_t(SizeOf(r.dtype)),
+                  [&](int64_t b, int64_t e) {
+                    for (int64_t row = b; row < e; ++row) {
+                      const int64_t off = row * width;
+                      if (r.dtype == DType::kBF16) {
+                        auto* rp = static_cast<uint16_t*>(r.data) + off;
+                        const auto* dp = static_cast<const uint16_t*>(d.data) + off;
+                        for (int64_t i = 0; i < width; ++i) {
+                          rp[i] = BF16FromF32(F32FromBF16(rp[i]) + F32FromBF16(dp[i]));
+                        }
+                      } else if (r.dtype == DType::kF32) {
+                        auto* rp = static_cast<float*>(r.data) + off;
+                        const auto* dp = static_cast<const float*>(d.data) + off;
+                        for (int64_t i = 0; i < width; ++i) rp[i] += dp[i];
+                      } else {
+                        auto* rp = static_cast<uint16_t*>(r.data) + off;
+                        const auto* dp = static_cast<const uint16_t*>(d.data) + off;
+                        for (int64_t i = 0; i < width; ++i) {
+                          rp[i] = F16FromF32(F32FromF16(rp[i]) + F32FromF16(dp[i]));
+                        }
+                      }
+                    }
+                  });
+}
+
+bool Wanted(const std::string& filter, const char* kernel) {
+  return filter.empty() || filter == kernel;
+}
+
+}  // namespace
+
+void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& tokens_list,
+                     const std::vector<std::string>& dtypes, int threads,
+                     std::vector<BenchCase>& cases, std::vector<std::shared_ptr<void>>& keep) {
+  for (int64_t tokens : tokens_list) {
+    for (const std::string& dt : dtypes) {
+      const DType t = ParseDType(dt);
+      const int64_t sz = int64_t(SizeOf(t));
+      const std::string hidden_shape = std::to_string(tokens) + "x" + std::to_string(kHidden);
+      const auto base = [&](const char* name, const std::string& shape, int64_t rows,
+                            int64_t width) {
+        BenchCase c;
+        c.kernel = name;
+        c.shape = shape;
+        c.dtype = dt;
+        c.threads = threads;
+        c.rows = rows;
+        c.width = width;
+        return c;
+      };
+
+      // ---- add_rms_norm (y into delta, in place, as engines call it) and the
+      // unfused baseline (separate add, then RmsNorm).
+      for (const char* name : {"add_rms_norm", "add_then_rms_norm", "add_rms_norm_quant"}) {
+        if (!Wanted(kernel, name)) continue;
+        const std::string k = name;
+        auto res = std::make_shared<Tensor>(t, tokens * kHidden, 1.0, 0.0, 11);
+        auto del = std::make_shared<Tensor>(t, tokens * kHidden, 1.0, 0.0, 12);
+        auto g = std::make_shared<Tensor>(t, kHidden, 0.2, 1.0, 13);
+        auto y = std::make_shared<Tensor>(t, tokens * kHidden, 0.0, 0.0, 14);
+        auto q = std::make_shared<Tensor>(DType::kI8, tokens * kHidden, 0.0, 0.0, 15);
+        auto scales = std::make_shared<std::vector<float>>(tokens);
+        keep.insert(keep.end(), {res, del, g, y, q, scales});
+        const auto rv = Contiguous<void*>(res->data(), t, {tokens, kHidden});
+        const auto dv = Contiguous<void*>(del->data(), t, {tokens, kHidden});
+        const auto gv = Contiguous<const void*>(g->data(), t, {kHidden});
+        const auto yv = Contiguous<void*>(y->data(), t, {tokens, kHidden});
+        BenchCase c = base(name, hidden_shape, tokens, kHidden);
+        if (k == "add_rms_norm") {
+          // y = delta: reads residual and delta, writes residual and y.
+          c.model_bytes = tokens * kHidden * 4 * sz + kHidden * sz;
+          c.run = [rv, dv, gv] { AddRmsNorm(rv, AsConst(dv), gv, dv); };
+          c.max_ulp = [rv, dv, gv] {
+            return reference::CompareRmsNorm(AsConst(rv), gv, AsConst(dv), {}, 0, 64).max_ulp;
+          };
+        } else if (k == "add_then_rms_norm") {
+          // Same model bytes as the fused kernel: GB/s compare as speed.
+          c.model_bytes = tokens * kHidden * 4 * sz + kHidden * sz;
+          c.run = [rv, dv, gv, yv] {
+            SeparateAdd(rv, AsConst(dv));
+            RmsNorm(AsConst(rv), gv, yv);
+          };
+          c.max_ulp = [rv, gv, yv] {
+            return reference::CompareRmsNorm(AsConst(rv), gv, AsConst(yv), {}, 0, 64).max_ulp;
+          };
+        } else {
+          // e4m3, dynamic per-token scale: reads residual, delta; writes
+          // residual, q (1 byte) and the scales.
+          const auto qv = Contiguous<void*>(q->data(), DType::kF8E4M3, {tokens, kHidden});
+          c.model_bytes = tokens * kHidden * (3 * sz + 1) + kHidden * sz + tokens * 4;
+          QuantOptions qo;
+          qo.scales = scales->data();
+          qo.num_scales = tokens;
+          c.run = [rv, dv, gv, qv, qo] { AddRmsNormQuant(rv, AsConst(dv), gv, qv, qo); };
+        }
+        cases.push_back(std::move(c));
+      }
+
+      // ---- rms_norm_quant: x -> e4m3 with a dynamic per-token scale.
+      if (Wanted(kernel, "rms_norm_quant")) {
+        auto x = std::make_shared<Tensor>(t, tokens * kHidden, 1.0, 0.0, 21);
+        auto g = std::make_shared<Tensor>(t, kHidden, 0.2, 1.0, 22);
+        auto q = std::make_shared<Tensor>(DType::kI8, tokens * kHidden, 0.0, 0.0, 23);
+        auto scales = std::make_shared<std::vector<float>>(tokens);
+        keep.insert(keep.end(), {x, g, q, scales});
+        const auto xv = Contiguous<const void*>(x->data(), t, {tokens, kHidden});
+        const auto gv = Contiguous<const void*>(g->data(), t, {kHidden});
+        const auto qv = Contiguous<void*>(q->data(), DType::kF8E4M3, {tokens, kHidden});
+        QuantOptions qo;
+        qo.scales = scales->data();
+        qo.num_scales = tokens;
+        BenchCase c = base("rms_norm_quant", hidden_shape, tokens, kHidden);
+        c.model_bytes = tokens * kHidden * (sz + 1) + kHidden * sz + tokens * 4;
+        c.run = [xv, gv, qv, qo] { RmsNormQuant(xv, gv, qv, qo); };
+        cases.push_back(std::move(c));
+      }
+
+      // ---- qk_norm / qk_norm_rope, in place in the fused QKV buffer.
+      for (const char* name : {"qk_norm", "qk_norm_rope"}) {
+        if (!Wanted(kernel, name)) continue;
+        const bool rope = std::string(name) == "qk_norm_rope";
+        const QkHeads h = kGlmHeads;
+        const int64_t width = int64_t{h.num_q_heads + h.num_k_heads + h.num_v_heads} * h.head_dim;
+        const int64_t qk_heads = h.num_q_heads + h.num_k_heads;
+        auto qkv = std::make_shared<Tensor>(t, tokens * width, 1.0, 0.0, 31);
+        auto qg = std::make_shared<Tensor>(t, h.head_dim, 0.2, 1.0, 32);
+        auto kg = std::make_shared<Tensor>(t, h.head_dim, 0.2, 1.0, 33);
+        const int64_t rot = h.head_dim / 2, half = rot / 2, positions = 4096;
+        auto cs = std::make_shared<Tensor>(DType::kF32, positions * half, 0.5, 0.5, 34);
+        auto sn = std::make_shared<Tensor>(DType::kF32, positions * half, 0.5, 0.0, 35);
+        auto pos = std::make_shared<std::vector<int64_t>>(tokens);
+        for (int64_t i = 0; i < tokens; ++i) (*pos)[i] = (i * 7919) % positions;
+        keep.insert(keep.end(), {qkv, qg, kg, cs, sn, pos});
+        const auto view = Rows(qkv->data(), t, tokens, width, width);
+        const auto qgv = Contiguous<const void*>(qg->data(), t, {h.head_dim});
+        const auto kgv = Contiguous<const void*>(kg->data(), t, {h.head_dim});
+        Rope r;
+        if (rope) {
+          r.rotary_dim = static_cast<int>(rot);
+          r.cos = Contiguous<const void*>(cs->data(), DType::kF32, {positions, half});
+          r.sin = Contiguous<const void*>(sn->data(), DType::kF32, {positions, half});
+          r.positions = pos->data();
+        }
+        BenchCase c = base(name,
+                           std::to_string(tokens) + "x" + std::to_string(qk_heads) + "x" +
+                               std::to_string(h.head_dim),
+                           tokens * qk_heads, h.head_dim);
+        // Reads and writes the q and k heads (v untouched); the tables are
+        // small and stay in cache.
+        c.model_bytes = tokens * qk_heads * h.head_dim * 2 * sz + 2 * h.head_dim * sz;
+        c.run = [view, h, qgv, kgv, r] { QkNorm(AsConst(view), view, h, qgv, kgv, {}, r); };
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+}
+
+}  // namespace glmnorm::tools
