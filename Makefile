@@ -49,6 +49,7 @@ test: test-release test-asan
 
 bench: build
 	$(BIN) bench --min-time 1 --dtype bf16 f16 f32
+	build/release/bench/targets_bench --benchmark_min_time=0.2
 
 fuzz: deps
 	bash scripts/fuzz.sh

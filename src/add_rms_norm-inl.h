@@ -1,4 +1,4 @@
-// AddRmsNorm row kernels, compiled once per SIMD target (see kernels.cc).
+// AddRmsNorm row kernels, compiled once per SIMD target (see kernels_*.cc).
 //
 // Pass 1 computes s = residual + delta (float32 add; rounded to R unless
 // normalize_rounded_sum is false) and the canonical sum of squares of the

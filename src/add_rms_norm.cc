@@ -66,7 +66,11 @@ void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
   detail::ValidateAddInputs(kFn, residual, delta, gamma, options);
   validate::Activation(kFn, "y", y);
   validate::SameShape(kFn, "residual", residual, "y", y);
-  validate::OutputDType(kFn, "y", y.dtype, gamma.dtype, residual.dtype, options.rounding);
+  // Single rounding may also write the activations' dtype (delta's), so an
+  // f32 residual stream can write bf16 y in place into delta.
+  if (!(options.rounding == Rounding::kSingle && y.dtype == delta.dtype)) {
+    validate::OutputDType(kFn, "y", y.dtype, gamma.dtype, residual.dtype, options.rounding);
+  }
   validate::NoPartialOverlap(kFn, "residual", residual, "y", y, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "delta", delta, "y", y, /*allow_same=*/true);
 

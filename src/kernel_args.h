@@ -28,6 +28,8 @@ struct RowLayout {
     return l;
   }
   int64_t Offset(int64_t row) const {
+    // rows < shape[0] always, so one leading dim needs no division.
+    if (num_lead == 1) return row * stride[0];
     int64_t off = 0;
     for (int i = num_lead - 1; i >= 0; --i) {
       off += (row % shape[i]) * stride[i];

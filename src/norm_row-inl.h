@@ -1,5 +1,5 @@
 // Row building blocks of the decoder-path kernels (AddRmsNorm, QkNorm, the
-// quantising norms), compiled once per SIMD target (see kernels.cc).
+// quantising norms), compiled once per SIMD target (see kernels_*.cc).
 //
 // ForEachNormVector computes exactly the float32 operations of RmsNorm's
 // NormalizeRow (rms_norm-inl.h): h = (x * prescale) * r, then
@@ -206,7 +206,7 @@ HWY_INLINE void QuantizeRow(D d, size_t width, InvRms inv, const W* HWY_RESTRICT
 
 // Calls fn(std::type_identity<W>{}) for the gamma of a decoder-path kernel:
 // f32 or the activation type A (the front ends reject other gammas; this
-// keeps the per-target instantiations, and kernels.cc's build time, down).
+// keeps the per-target instantiations, and the build time, down).
 template <typename A, class Fn>
 HWY_INLINE void WithQuantGammaType(DType w, const Fn& fn) {
   if (w == DType::kF32) return fn(std::type_identity<float>{});

@@ -1,5 +1,5 @@
 // QkNorm row kernels (qk_norm.h), compiled once per SIMD target (see
-// kernels.cc). A row is one token of the fused QKV buffer; each q and k head
+// kernels_*.cc). A row is one token of the fused QKV buffer; each q and k head
 // of width head_dim is normalised like an RmsNorm row (same float32 ops and
 // reduction order), v is neither read nor written. With RoPE the normalised
 // head is first rounded to the output dtype (as RmsNorm stores it) into a

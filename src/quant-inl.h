@@ -1,5 +1,5 @@
 // RmsNormQuant row kernels (quant.h), compiled once per SIMD target (see
-// kernels.cc): RmsNorm's y, rounded to the dtype RmsNorm would store it in
+// kernels_*.cc): RmsNorm's y, rounded to the dtype RmsNorm would store it in
 // (cast-then-scale) or kept in float32 (single rounding), then
 // q = saturate(RNE(y / scale)) as int8 or e4m3.
 

@@ -1,4 +1,4 @@
-// RmsNorm row kernels, compiled once per SIMD target (see kernels.cc).
+// RmsNorm row kernels, compiled once per SIMD target (see kernels_*.cc).
 //
 // Two passes over a row: the canonical sum of squares, then y. The row is
 // still in L1/L2 for the second pass, so memory sees one read and one write.

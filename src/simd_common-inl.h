@@ -1,5 +1,5 @@
 // SIMD building blocks shared by every norm kernel, compiled once per target
-// (see kernels.cc): float32 loads/stores of every dtype with the library's own
+// (see kernels_*.cc): float32 loads/stores of every dtype with the library's own
 // round-to-nearest-even (Highway 1.0.3's demotions truncate, and its f16
 // emulation on SSE4/scalar is wrong), and the canonical sum of squares.
 

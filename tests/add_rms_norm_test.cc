@@ -40,9 +40,10 @@ std::vector<AddCombo> AddCombos() {
     for (DType w : {DType::kF32, d}) {  // f32 gamma or delta's dtype
       if (w == d && d == DType::kF32) continue;
       combos.push_back({r, d, w, Promote(w, r), Rounding::kCastThenScale});
-      // Single rounding: y in the residual's dtype or f32 (validate::OutputDType).
+      // Single rounding: y in the residual's dtype, delta's dtype or f32.
       combos.push_back({r, d, w, r, Rounding::kSingle});
       if (r != DType::kF32) combos.push_back({r, d, w, DType::kF32, Rounding::kSingle});
+      if (d != r) combos.push_back({r, d, w, d, Rounding::kSingle});
     }
   }
   return combos;
