@@ -184,6 +184,8 @@ TEST(AddRmsNorm, EqualsRmsNormOfNewResidualBitForBit) {
   test::ForEachTarget([](const char* target) {
     for (const AddCombo& c : AddCombos()) {
       for (int64_t width : {5, 128, 4097, 5120}) {
+        // RmsNorm has no f32 -> 16-bit single-rounding output to compare with.
+        if (c.y != c.r && c.y != DType::kF32) continue;
         AddCase k(c, 3, width);
         const AddNormOptions opt = Opts(c, true);
         AddRmsNorm(k.R(), k.D(), k.G(), k.Y(), opt);
