@@ -30,6 +30,7 @@ void AddRmsNormRowsTyped(const AddRmsNormJob& job, int64_t row_begin, int64_t ro
   const size_t width = static_cast<size_t>(job.p.width);
   const W* gamma = static_cast<const W*>(job.gamma);
   const bool rounded = job.normalize_rounded_sum;
+  const bool gamma_finite = AllFinite(d, gamma, width);
   for (int64_t row = row_begin; row < row_end; ++row) {
     R* res = static_cast<R*>(job.residual) + job.residual_rows.Offset(row);
     const Dl* del = static_cast<const Dl*>(job.delta) + job.delta_rows.Offset(row);
@@ -43,22 +44,31 @@ void AddRmsNormRowsTyped(const AddRmsNormJob& job, int64_t row_begin, int64_t ro
       return rounded ? RoundTo<R>(dd, s) : s;
     };
     // The same values, storing residual = R(s) on the way (y, which may be
-    // delta, is stored after this, at the same index).
-    const auto store_load = [=](auto dd, size_t i) {
-      const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
-      StoreF32As(dd, s, res + i);
-      return rounded ? RoundTo<R>(dd, s) : s;
+    // delta, is stored after this, at the same index). kMayBeNaN as in
+    // ForEachNormVectorSpan: false when the row is known to be finite.
+    const auto make_store_load = [=](auto may_be_nan) {
+      constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
+      return [=](auto dd, size_t i) {
+        const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
+        StoreF32As<kMayBeNaN>(dd, s, res + i);
+        return rounded ? RoundTo<R, kMayBeNaN>(dd, s) : s;
+      };
     };
     const auto store_load_partial = [=](auto dd, size_t i, size_t n) {
       const auto s = hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
       StoreF32AsPartial(dd, s, res + i, n);
       return rounded ? RoundTo<R>(dd, s) : s;
     };
+    const auto store_load = make_store_load(std::true_type{});
     const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
     if constexpr (kQuant == 0) {
       O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
-      ForEachNormVector<R, W, kCastThenScale>(d, width, inv, gamma, job.p.weight_offset,
-                                              store_load, store_load_partial, StoreSink<O>{y});
+      WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+        constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
+        ForEachNormVectorSpan<R, W, kCastThenScale, kMayBeNaN>(
+            d, 0, width, inv, gamma, job.p.weight_offset, make_store_load(may_be_nan),
+            store_load_partial, StoreSink<O, kMayBeNaN>{y});
+      });
     } else {
       uint8_t* q = static_cast<uint8_t*>(job.y) + job.y_rows.Offset(row);
       QuantizeRow<R, W, O, kCastThenScale, kQuant == 2>(

@@ -70,6 +70,11 @@ void QkNormRowsTyped(const QkNormJob& job, int64_t row_begin, int64_t row_end) {
     heap_scratch.resize(width);
     scratch = heap_scratch.data();
   }
+  // Non-finite gammas send every head to the NaN-safe path.
+  const bool q_gamma_finite =
+      job.num_q_heads == 0 || AllFinite(d, static_cast<const W*>(job.q_gamma), width);
+  const bool k_gamma_finite =
+      job.num_k_heads == 0 || AllFinite(d, static_cast<const W*>(job.k_gamma), width);
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* in_row = static_cast<const T*>(job.in) + row * job.in_row_stride;
     O* out_row = static_cast<O*>(job.out) + row * job.out_row_stride;
@@ -90,8 +95,13 @@ void QkNormRowsTyped(const QkNormJob& job, int64_t row_begin, int64_t row_end) {
       };
       const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
       if (rotary_dim == 0) {
-        ForEachNormVector<T, W, kCastThenScale>(d, width, inv, gamma, job.p.weight_offset, load,
-                                                load_partial, StoreSink<O>{y});
+        const bool gamma_finite = head < job.num_q_heads ? q_gamma_finite : k_gamma_finite;
+        WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+          constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
+          ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
+              d, 0, width, inv, gamma, job.p.weight_offset, load, load_partial,
+              StoreSink<O, kMayBeNaN>{y});
+        });
         continue;
       }
       ForEachNormVector<T, W, kCastThenScale>(

@@ -11,88 +11,40 @@
 #endif
 
 #include "kernel_args.h"
+#include "norm_row-inl.h"
 #include "simd_common-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {
 
-// y[i] for one vector of normalised values h = x * r (float32):
-//   cast-then-scale: g * RoundTo<T>(h);  single-rounding: h * g.
-// g already includes the weight offset.
-template <typename T, bool kCastThenScale, class D>
-HWY_INLINE hn::Vec<D> ScaleByGamma(D d, hn::Vec<D> h, hn::Vec<D> g) {
-  if constexpr (kCastThenScale) {
-    return hn::Mul(g, RoundTo<T>(d, h));
-  } else {
-    return hn::Mul(h, g);
-  }
-}
-
-// Second pass over [begin, end) of a row: y = Scale((x * prescale) * r,
-// gamma + offset). `load(d, i)` and `load_partial(d, i, n)` give the row's
-// float32 input values, as in CanonicalSumOfSquares. The offset is added only
-// when non-zero, so a -0 gamma keeps its sign as in the reference.
-// kMayBeNaN false: the fast path, for rows where the caller knows no lane of
-// x*r or y is NaN and prescale is 1. true: the general path (NaN-safe
-// rounding, rescaled rows).
-// kStream: y + begin is aligned for streaming stores of whole vectors.
-template <typename T, typename W, typename O, bool kCastThenScale, bool kMayBeNaN,
-          bool kStream, class D, class Load, class LoadPartial>
-HWY_INLINE void NormalizeSpan(D d, size_t begin, size_t end, InvRms inv,
-                              const W* HWY_RESTRICT gamma, float weight_offset, O* y,
-                              const Load& load, const LoadPartial& load_partial) {
-  constexpr size_t N = hn::MaxLanes(d);
-  const auto vr = hn::Set(d, inv.r);
-  const auto vpre = hn::Set(d, inv.prescale);
-  const bool has_prescale = inv.prescale != 1.0f;
-  const auto voff = hn::Set(d, weight_offset);
-  const bool has_offset = weight_offset != 0.0f;
-  const auto compute = [&](auto xv, auto g) {
-    if (has_offset) g = hn::Add(g, voff);
-    if constexpr (kMayBeNaN) {  // the general path also serves rescaled rows
-      if (has_prescale) xv = hn::Mul(xv, vpre);
-    }
-    const auto h = hn::Mul(xv, vr);
-    if constexpr (kCastThenScale) {
-      return hn::Mul(g, RoundTo<T, kMayBeNaN>(d, h));
-    } else {
-      return hn::Mul(h, g);
-    }
-  };
-  size_t i = begin;
-  for (; i + N <= end; i += N) {
-    StoreF32As<kMayBeNaN, kStream>(d, compute(load(d, i), LoadF32(d, gamma + i)), y + i);
-  }
-  if (i < end) {
-    const size_t n = end - i;
-    StoreF32AsPartial(d, compute(load_partial(d, i, n), LoadF32Partial(d, gamma + i, n)), y + i,
-                      n);
-  }
-}
-
-// The whole second pass of a row; with `stream`, the aligned middle of the
-// row uses streaming stores.
+// The second pass of a row: y = Scale((x * prescale) * r, gamma + offset)
+// (norm_row-inl.h), stored as O. With `stream`, the aligned middle of the
+// row uses streaming stores. kMayBeNaN as in ForEachNormVectorSpan.
 template <typename T, typename W, typename O, bool kCastThenScale, bool kMayBeNaN, class D,
           class Load, class LoadPartial>
 HWY_INLINE void NormalizeRow(D d, size_t width, InvRms inv, const W* HWY_RESTRICT gamma,
                              float weight_offset, O* y, bool stream, const Load& load,
                              const LoadPartial& load_partial) {
+  const StoreSink<O, kMayBeNaN, false> store{y};
   if (!stream) {
-    NormalizeSpan<T, W, O, kCastThenScale, kMayBeNaN, false>(d, 0, width, inv, gamma,
-                                                             weight_offset, y, load, load_partial);
+    ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, 0, width, inv, gamma,
+                                                           weight_offset, load, load_partial,
+                                                           store);
     return;
   }
   constexpr size_t kVecBytes = hn::MaxLanes(d) * sizeof(O);
   const size_t misalign = reinterpret_cast<uintptr_t>(y) % kVecBytes;
   const size_t head = std::min(width, misalign ? (kVecBytes - misalign) / sizeof(O) : 0);
   const size_t body_end = head + (width - head) / hn::MaxLanes(d) * hn::MaxLanes(d);
-  NormalizeSpan<T, W, O, kCastThenScale, kMayBeNaN, false>(d, 0, head, inv, gamma, weight_offset,
-                                                           y, load, load_partial);
-  NormalizeSpan<T, W, O, kCastThenScale, kMayBeNaN, true>(d, head, body_end, inv, gamma,
-                                                          weight_offset, y, load, load_partial);
-  NormalizeSpan<T, W, O, kCastThenScale, kMayBeNaN, false>(d, body_end, width, inv, gamma,
-                                                           weight_offset, y, load, load_partial);
+  ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, 0, head, inv, gamma, weight_offset,
+                                                         load, load_partial, store);
+  ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
+      d, head, body_end, inv, gamma, weight_offset, load, load_partial,
+      StoreSink<O, kMayBeNaN, true>{y});
+  ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, body_end, width, inv, gamma,
+                                                         weight_offset, load, load_partial,
+                                                         store);
 }
 
 template <typename T, typename W, typename O, bool kCastThenScale>
@@ -110,22 +62,13 @@ void RmsNormRowsTyped(const RmsNormJob& job, int64_t row_begin, int64_t row_end)
       return LoadF32Partial(dd, x + i, n);
     };
     const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
-    if (HWY_LIKELY(gamma_finite && inv.finite_row && std::isfinite(inv.r) &&
-                   inv.prescale == 1.0f)) {
-      NormalizeRow<T, W, O, kCastThenScale, false>(d, width, inv, gamma, job.p.weight_offset, y,
-                                                   job.stream, load, load_partial);
-    } else {
-      NormalizeRow<T, W, O, kCastThenScale, true>(d, width, inv, gamma, job.p.weight_offset, y,
-                                                  job.stream, load, load_partial);
-    }
+    WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+      NormalizeRow<T, W, O, kCastThenScale, decltype(may_be_nan)::value>(
+          d, width, inv, gamma, job.p.weight_offset, y, job.stream, load, load_partial);
+    });
   }
   if (job.stream) hwy::FlushStream();
 }
-
-// PyTorch's result type of gamma (W) times input (T): equal types stay, any
-// mix is float32.
-template <typename W, typename T>
-using PromotedType = std::conditional_t<std::is_same_v<W, T>, T, float>;
 
 // Calls F<T, W, O, kCastThenScale>::Run(args...) for the runtime dtypes.
 // Instantiates only the defined outputs: O = Promote(W, T) in
@@ -137,7 +80,7 @@ HWY_INLINE void DispatchTypes(const NormParams& p, Args&&... args) {
     using T = typename decltype(t_tag)::type;
     using W = typename decltype(w_tag)::type;
     if (p.rounding == Rounding::kCastThenScale) {
-      F<T, W, PromotedType<W, T>, true>::Run(args...);
+      F<T, W, PromotedT<W, T>, true>::Run(args...);
     } else if (p.y_type == DType::kF32) {
       F<T, W, float, false>::Run(args...);
     } else {
