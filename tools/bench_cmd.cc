@@ -1,5 +1,6 @@
 // `glmnorm bench`: GLM-4.5 shapes, each kernel against a same-run copy.
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -8,6 +9,7 @@
 #include "bench_decoder.h"
 #include "bench_runner.h"
 #include "commands.h"
+#include "glmnorm/checkpoint.h"
 #include "glmnorm/glmnorm.h"
 #include "hwy/aligned_allocator.h"
 #include "reference.h"
@@ -23,51 +25,41 @@ struct BenchOptions {
   std::string kernel;  // empty: all
   double min_seconds = 0.25;
   bool json = false;
+  std::string checkpoint;  // non-empty: gammas and eps from this checkpoint
 };
 
-DType ParseDType(const std::string& s) {
-  if (s == "bf16") return DType::kBF16;
-  if (s == "f16") return DType::kF16;
-  if (s == "f32") return DType::kF32;
-  throw Error("bench: --dtype must be bf16, f16 or f32, got '" + s + "'");
-}
 
-// An aligned, randomly filled buffer that lives as long as the case.
-struct Tensor {
-  hwy::AlignedFreeUniquePtr<uint8_t[]> bytes;
-  DType dtype;
-  int64_t n;
-  Tensor(DType t, int64_t elements, double stddev, double mean, uint64_t seed)
-      : bytes(hwy::AllocateAligned<uint8_t>(size_t(elements) * SizeOf(t))), dtype(t), n(elements) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> normal(mean, stddev);
-    for (int64_t i = 0; i < n; ++i) reference::Store(bytes.get(), t, i, normal(rng));
-  }
-  void* data() { return bytes.get(); }
-};
-
+// A family of rms_norm cases: `rows_per_token` rows of `width` per token,
+// normalised with `gamma` (random when null) and eps.
 struct Shape {
   std::string name;
   int64_t rows_per_token;
   int64_t width;
+  ConstTensorView gamma;  // data == nullptr: a random gamma of the input dtype
 };
 
-void AddRmsNormCases(const BenchOptions& o, int threads, std::vector<BenchCase>& cases,
+void AddRmsNormCases(const BenchOptions& o, const std::vector<Shape>& shapes, float eps,
+                     int threads, std::vector<BenchCase>& cases,
                      std::vector<std::shared_ptr<void>>& keep) {
-  const Shape shapes[] = {{"hidden 5120", 1, 5120}, {"hidden 4096", 1, 4096},
-                          {"qk heads 104x128", 104, 128}};
   for (const Shape& s : shapes) {
     for (int64_t tokens : o.tokens) {
       for (const std::string& dt : o.dtypes) {
-        const DType t = ParseDType(dt);
+        const DType t = ParseBenchDType(dt);
         const int64_t rows = tokens * s.rows_per_token;
-        auto x = std::make_shared<Tensor>(t, rows * s.width, 1.0, 0.0, 1);
-        auto g = std::make_shared<Tensor>(t, s.width, 0.2, 1.0, 2);
-        auto y = std::make_shared<Tensor>(t, rows * s.width, 0.0, 0.0, 3);
-        keep.insert(keep.end(), {x, g, y});
+        ConstTensorView gv = s.gamma;
+        if (gv.data == nullptr) {
+          auto g = std::make_shared<BenchTensor>(t, s.width, 0.2, 1.0, 2);
+          keep.push_back(g);
+          gv = Contiguous<const void*>(g->data(), t, {s.width});
+        }
+        const DType yt = Promote(gv.dtype, t);  // cast-then-scale's output dtype
+        auto x = std::make_shared<BenchTensor>(t, rows * s.width, 1.0, 0.0, 1);
+        auto y = std::make_shared<BenchTensor>(yt, rows * s.width, 0.0, 0.0, 3);
+        keep.insert(keep.end(), {x, y});
         const auto xv = Contiguous<const void*>(x->data(), t, {rows, s.width});
-        const auto gv = Contiguous<const void*>(g->data(), t, {s.width});
-        const auto yv = Contiguous<void*>(y->data(), t, {rows, s.width});
+        const auto yv = Contiguous<void*>(y->data(), yt, {rows, s.width});
+        NormOptions opt;
+        opt.eps = eps;
         BenchCase c;
         c.kernel = "rms_norm";
         c.shape = s.rows_per_token == 1
@@ -78,10 +70,11 @@ void AddRmsNormCases(const BenchOptions& o, int threads, std::vector<BenchCase>&
         c.threads = threads;
         c.rows = rows;
         c.width = s.width;
-        c.model_bytes = rows * s.width * 2 * int64_t(SizeOf(t)) + s.width * int64_t(SizeOf(t));
-        c.run = [xv, gv, yv] { RmsNorm(xv, gv, yv); };
-        c.max_ulp = [xv, gv, yv] {
-          return reference::CompareRmsNorm(xv, gv, AsConst(yv), {}, 0, 64).max_ulp;
+        c.model_bytes = rows * s.width * int64_t(SizeOf(t) + SizeOf(yt)) +
+                        s.width * int64_t(SizeOf(gv.dtype));
+        c.run = [xv, gv, yv, opt] { RmsNorm(xv, gv, yv, opt); };
+        c.max_ulp = [xv, gv, yv, opt] {
+          return reference::CompareRmsNorm(xv, gv, AsConst(yv), opt, 0, 64).max_ulp;
         };
         cases.push_back(std::move(c));
       }
@@ -96,13 +89,37 @@ int RunBench(const BenchOptions& o) {
     thread_counts = {1};
     if (all > 1) thread_counts.push_back(all);
   }
+  // GLM-4.5 shapes with random gammas, or the checkpoint's own norms.
+  std::vector<Shape> shapes = {{"hidden 5120", 1, 5120, {}},
+                               {"hidden 4096", 1, 4096, {}},
+                               {"qk heads 104x128", 104, 128, {}}};
+  float eps = kGlmRmsNormEps;
+  std::optional<CheckpointNorms> ck;
+  if (!o.checkpoint.empty()) {
+    ck.emplace(CheckpointNorms::Open(o.checkpoint));
+    const ModelConfig& cfg = ck->config();
+    eps = ck->eps();
+    shapes = {{"model.norm", 1, cfg.hidden_size, ck->Gamma("model.norm.weight")}};
+    if (cfg.use_qk_norm && cfg.head_dim) {
+      const int64_t heads = cfg.num_attention_heads + 8;  // q heads + GLM's 8 kv heads
+      shapes.push_back({"q_norm", heads, *cfg.head_dim,
+                        ck->Gamma("model.layers.0.self_attn.q_norm.weight")});
+    }
+    if (!o.json) {
+      std::printf("checkpoint %s: %s, hidden %lld, eps %g, gammas %s\n", o.checkpoint.c_str(),
+                  ck->model_name().c_str(), static_cast<long long>(cfg.hidden_size), eps,
+                  std::string(Name(shapes[0].gamma.dtype)).c_str());
+    }
+  }
   if (!o.json) PrintHeader();
   for (int threads : thread_counts) {
     if (threads < 1) throw Error("bench: --threads must be >= 1, got " + std::to_string(threads));
     std::vector<BenchCase> cases;
     std::vector<std::shared_ptr<void>> keep;
-    if (o.kernel.empty() || o.kernel == "rms_norm") AddRmsNormCases(o, threads, cases, keep);
-    AddDecoderCases(o.kernel, o.tokens, o.dtypes, threads, cases, keep);  // docs/DECODER.md
+    if (o.kernel.empty() || o.kernel == "rms_norm") {
+      AddRmsNormCases(o, shapes, eps, threads, cases, keep);
+    }
+    if (!ck) AddDecoderCases(o.kernel, o.tokens, o.dtypes, threads, cases, keep);  // DECODER.md
     for (const BenchCase& c : cases) PrintRow(c, Measure(c, o.min_seconds), o.json);
   }
   return 0;
@@ -125,6 +142,8 @@ void RegisterBench(CLI::App& app, CommandRunner& runner) {
   cmd->add_option("--min-time", opts->min_seconds, "Seconds to sample each case (default 0.25)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", opts->json, "One JSON object per line");
+  cmd->add_option("--checkpoint", opts->checkpoint,
+                  "GLM-4.5 checkpoint directory: rms_norm with its real gammas and eps");
   cmd->callback([opts, &runner] { runner = [opts] { return RunBench(*opts); }; });
 }
 

@@ -6,10 +6,14 @@
 #include <cstring>
 #include <vector>
 
+#include <random>
+
 #include <nlohmann/json.hpp>
 
+#include "glmnorm/error.h"
 #include "glmnorm/threading.h"
 #include "parallel.h"
+#include "reference.h"
 
 namespace glmnorm::tools {
 
@@ -41,6 +45,22 @@ double TimeIters(const Fn& fn, int64_t iters) {
 }
 
 }  // namespace
+
+DType ParseBenchDType(const std::string& s) {
+  if (s == "bf16") return DType::kBF16;
+  if (s == "f16") return DType::kF16;
+  if (s == "f32") return DType::kF32;
+  throw Error("bench: --dtype must be bf16, f16 or f32, got '" + s + "'");
+}
+
+BenchTensor::BenchTensor(DType t, int64_t elements, double stddev, double mean, uint64_t seed)
+    : bytes(hwy::AllocateAligned<uint8_t>(size_t(elements) * SizeOf(t))), dtype(t), n(elements) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int64_t i = 0; i < n; ++i) {
+    reference::Store(bytes.get(), t, i, stddev == 0.0 ? mean : mean + stddev * normal(rng));
+  }
+}
 
 BenchResult Measure(const BenchCase& c, double min_seconds) {
   SetNumThreads(c.threads);

@@ -9,6 +9,9 @@
 #include <functional>
 #include <string>
 
+#include "glmnorm/dtype.h"
+#include "hwy/aligned_allocator.h"
+
 namespace glmnorm::tools {
 
 struct BenchCase {
@@ -21,6 +24,19 @@ struct BenchCase {
   int64_t model_bytes = 0;          // bytes the kernel must read + write
   std::function<void()> run;        // one call of the kernel
   std::function<int64_t()> max_ulp;  // error of the last output vs float64
+};
+
+// "bf16", "f16" or "f32"; throws glmnorm::Error otherwise.
+DType ParseBenchDType(const std::string& s);
+
+// An aligned buffer of `elements` values drawn from Normal(mean, stddev)
+// (all equal to mean when stddev is 0), alive as long as its case.
+struct BenchTensor {
+  BenchTensor(DType t, int64_t elements, double stddev, double mean, uint64_t seed);
+  void* data() { return bytes.get(); }
+  hwy::AlignedFreeUniquePtr<uint8_t[]> bytes;
+  DType dtype;
+  int64_t n;
 };
 
 struct BenchResult {
