@@ -52,6 +52,7 @@ bench: build
 	build/release/bench/targets_bench --benchmark_min_time=0.2
 
 fuzz: deps
+	@dpkg-query -W -f='$${Status}' clang 2>/dev/null | grep -q "install ok installed" || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang)
 	bash scripts/fuzz.sh
 
 clean:

@@ -231,14 +231,16 @@ def build(name, out_dir, seed):
         goldens["stream/final"] = model.model.norm(h)[0]
 
     import transformers
-    meta = {
-        "eps": repr(eps),
-        "seed": str(seed),
+    # One metadata entry: the safetensors writer orders several in hash order,
+    # which would change the file on every run.
+    meta = {"provenance": json.dumps({
+        "eps": eps,
+        "seed": seed,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "about": "x/NAME, y/NAME: Glm4MoeRMSNorm(NAME) on bf16 x; xf32/yf32: f32 x; "
                  "stream/*: Glm4MoeDecoderLayer.forward per layer, then model.norm",
-    }
+    }, sort_keys=True)}
     save_file({k: v.contiguous() for k, v in goldens.items()},
               os.path.join(out_dir, "goldens.safetensors"), metadata=meta)
     size = sum(os.path.getsize(os.path.join(out_dir, f)) for f in os.listdir(out_dir))

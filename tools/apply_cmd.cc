@@ -39,7 +39,8 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 }
 
 bool SameFile(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
          sa.st_ino == sb.st_ino;
 }
@@ -118,7 +119,8 @@ void RegisterApply(CLI::App& app, CommandRunner& runner) {
   CLI::App* cmd = app.add_subcommand(
       "apply", "Apply one norm of a checkpoint to an array (.npy or .safetensors: x in, y out)");
   cmd->add_option("dir", args->dir, "checkpoint directory")->required();
-  cmd->add_option("--norm", args->norm, "norm tensor name, e.g. model.layers.0.input_layernorm.weight")
+  cmd->add_option("--norm", args->norm,
+                  "norm tensor name, e.g. model.layers.0.input_layernorm.weight")
       ->required();
   cmd->add_option("--input", args->input,
                   "input: .npy ('<f4', '<f2', or '<u2' = raw bf16 bits) or .safetensors tensor x")

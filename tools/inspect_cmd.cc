@@ -5,10 +5,9 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "glmnorm/checkpoint.h"
@@ -126,9 +125,10 @@ int RunInspect(const InspectArgs& args) {
 
 void RegisterInspect(CLI::App& app, CommandRunner& runner) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "inspect", "List every RMSNorm of a GLM-4.5 checkpoint and check it (exit 0 sound, "
-                 "1 problems found, 2 unreadable)");
+  CLI::App* cmd =
+      app.add_subcommand("inspect",
+                         "List every RMSNorm of a GLM-4.5 checkpoint and check it (exit 0 sound, "
+                         "1 problems found, 2 unreadable)");
   cmd->add_option("dir", args->dir, "checkpoint directory (config.json, safetensors shards)")
       ->required();
   cmd->add_flag("--json", args->json,

@@ -28,14 +28,14 @@ namespace glmnorm {
 
 // The config.json fields the norms depend on.
 struct ModelConfig {
-  std::string model_type;                  // "glm4_moe" for GLM-4.5 and -Air
-  int64_t hidden_size = 0;                 // 5120 / 4096
-  int64_t num_hidden_layers = 0;           // 92 / 46 (the MTP layers come after)
-  int64_t num_attention_heads = 0;         // 96
-  std::optional<int64_t> head_dim;         // the head_dim kwarg (128); absent: nullopt
-  std::optional<double> rms_norm_eps;      // 1e-5; absent: nullopt (never guessed)
-  bool use_qk_norm = false;                // true for GLM-4.5, false for -Air
-  int64_t num_nextn_predict_layers = 0;    // MTP layers (1)
+  std::string model_type;                // "glm4_moe" for GLM-4.5 and -Air
+  int64_t hidden_size = 0;               // 5120 / 4096
+  int64_t num_hidden_layers = 0;         // 92 / 46 (the MTP layers come after)
+  int64_t num_attention_heads = 0;       // 96
+  std::optional<int64_t> head_dim;       // the head_dim kwarg (128); absent: nullopt
+  std::optional<double> rms_norm_eps;    // 1e-5; absent: nullopt (never guessed)
+  bool use_qk_norm = false;              // true for GLM-4.5, false for -Air
+  int64_t num_nextn_predict_layers = 0;  // MTP layers (1)
 };
 
 // Parses config.json text. Throws glmnorm::Error "<label>: ..." when it is not
@@ -81,15 +81,15 @@ struct GammaStats {
 
 // One expected norm of the model.
 struct NormTensor {
-  std::string name;          // "model.layers.3.self_attn.q_norm.weight"
+  std::string name;  // "model.layers.3.self_attn.q_norm.weight"
   NormRole role;
-  int layer = -1;            // decoder layer (>= num_hidden_layers: MTP); -1: model.norm
+  int layer = -1;              // decoder layer (>= num_hidden_layers: MTP); -1: model.norm
   int64_t expected_width = 0;  // hidden_size or head_dim (0 when head_dim is unknown)
-  bool present = false;      // found in its shard
-  std::string shard;         // file name from the index ("" when not present)
-  std::string dtype;         // safetensors dtype name ("BF16"), when present
+  bool present = false;        // found in its shard
+  std::string shard;           // file name from the index ("" when not present)
+  std::string dtype;           // safetensors dtype name ("BF16"), when present
   std::vector<int64_t> shape;  // as stored, when present
-  GammaStats stats;          // when present with a float dtype
+  GammaStats stats;            // when present with a float dtype
   // Set when the gamma passed every check (present, BF16/F16/F32, 1-D of the
   // expected width, all finite); data == nullptr otherwise.
   ConstTensorView gamma;

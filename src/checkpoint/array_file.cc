@@ -37,8 +37,8 @@ HostArray ReadArray(const std::string& path, std::string_view tensor_name) {
         break;
       }
     }
-    throw Error(path + ": no tensor \"" + std::string(tensor_name) + "\" (it has: " +
-                (names.empty() ? "none" : names) + ")");
+    throw Error(path + ": no tensor \"" + std::string(tensor_name) +
+                "\" (it has: " + (names.empty() ? "none" : names) + ")");
   }
   const std::optional<DType> dtype = DTypeFromSafetensors(t->dtype);
   if (!dtype || !IsFloatActivation(*dtype)) {

@@ -103,14 +103,22 @@ std::string ModelName(const ModelConfig& c) {
 
 std::string_view RoleName(NormRole role) {
   switch (role) {
-    case NormRole::kInputLayernorm: return "input_layernorm";
-    case NormRole::kPostAttentionLayernorm: return "post_attention_layernorm";
-    case NormRole::kQNorm: return "q_norm";
-    case NormRole::kKNorm: return "k_norm";
-    case NormRole::kFinalNorm: return "final_norm";
-    case NormRole::kMtpENorm: return "mtp_enorm";
-    case NormRole::kMtpHNorm: return "mtp_hnorm";
-    case NormRole::kMtpSharedHeadNorm: return "mtp_shared_head_norm";
+    case NormRole::kInputLayernorm:
+      return "input_layernorm";
+    case NormRole::kPostAttentionLayernorm:
+      return "post_attention_layernorm";
+    case NormRole::kQNorm:
+      return "q_norm";
+    case NormRole::kKNorm:
+      return "k_norm";
+    case NormRole::kFinalNorm:
+      return "final_norm";
+    case NormRole::kMtpENorm:
+      return "mtp_enorm";
+    case NormRole::kMtpHNorm:
+      return "mtp_hnorm";
+    case NormRole::kMtpSharedHeadNorm:
+      return "mtp_shared_head_norm";
   }
   return "?";
 }
@@ -135,8 +143,8 @@ CheckpointNorms CheckpointNorms::Open(const std::string& dir) {
 
 void CheckpointNorms::Load() {
   const std::string config_path = dir_ + "/" + kConfigFile;
-  config_ = ParseModelConfig(checkpoint::ReadSmallFile(config_path, kMaxJsonFileBytes),
-                             config_path);
+  config_ =
+      ParseModelConfig(checkpoint::ReadSmallFile(config_path, kMaxJsonFileBytes), config_path);
   model_name_ = ModelName(config_);
   auto problem = [&](std::string text) { problems_.push_back(std::move(text)); };
 

@@ -23,7 +23,8 @@ nlohmann::json ParseStrictJson(std::string_view text, const std::string& label, 
         if (!keys.empty()) keys.pop_back();
         break;
       case json::parse_event_t::key:
-        if (!keys.empty() && duplicate.empty() && !keys.back().insert(parsed.get<std::string>()).second) {
+        if (!keys.empty() && duplicate.empty() &&
+            !keys.back().insert(parsed.get<std::string>()).second) {
           duplicate = parsed.get<std::string>();
         }
         break;
@@ -57,8 +58,7 @@ nlohmann::json ParseStrictJson(std::string_view text, const std::string& label, 
 }
 
 std::string Excerpt(const nlohmann::json& value) {
-  std::string s = value.dump(-1, ' ', /*ensure_ascii=*/true,
-                             json::error_handler_t::replace);
+  std::string s = value.dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
   constexpr size_t kMax = 60;
   if (s.size() > kMax) s = s.substr(0, kMax) + "...";
   return s;

@@ -28,7 +28,8 @@ NormTensor Make(NormRole role, int layer, int64_t width) {
     n.name = "model.norm.weight";
   } else {
     for (const Suffix& s : kLayerNorms) {
-      if (s.role == role) n.name = "model.layers." + std::to_string(layer) + "." + std::string(s.text);
+      if (s.role == role)
+        n.name = "model.layers." + std::to_string(layer) + "." + std::string(s.text);
     }
   }
   return n;

@@ -119,10 +119,14 @@ class DictParser {
 
 std::string_view Descr(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "<f4";
-    case DType::kF16: return "<f2";
-    case DType::kBF16: return "<u2";
-    default: return "";
+    case DType::kF32:
+      return "<f4";
+    case DType::kF16:
+      return "<f2";
+    case DType::kBF16:
+      return "<u2";
+    default:
+      return "";
   }
 }
 
@@ -141,8 +145,8 @@ NpyArray ParseNpy(std::span<const std::byte> image, const std::string& label) {
     prefix = 10;
   } else if (major == 2 || major == 3) {
     if (image.size() < 12) throw Error(label + ": .npy file truncated in its preamble");
-    header_len = bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) |
-                 (size_t{bytes[11]} << 24);
+    header_len =
+        bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) | (size_t{bytes[11]} << 24);
     prefix = 12;
   } else {
     throw Error(label + ": .npy format version " + std::to_string(major) + " is not supported");
@@ -188,8 +192,8 @@ NpyArray ParseNpy(std::span<const std::byte> image, const std::string& label) {
   out.data_offset = prefix + header_len;
   const uint64_t available = image.size() - out.data_offset;
   if (data_bytes != available) {
-    throw Error(label + ": .npy shape needs " + std::to_string(data_bytes) + " bytes of data, file has " +
-                std::to_string(available));
+    throw Error(label + ": .npy shape needs " + std::to_string(data_bytes) +
+                " bytes of data, file has " + std::to_string(available));
   }
   out.data_bytes = static_cast<size_t>(data_bytes);
   return out;
@@ -214,8 +218,8 @@ std::vector<std::byte> EncodeNpy(DType dtype, std::span<const int64_t> shape,
     throw Error(".npy: " + std::to_string(data.size()) + " bytes given, shape needs " +
                 std::to_string(elements * SizeOf(dtype)));
   }
-  std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" +
-                       dims + "), }";
+  std::string header =
+      "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   // Pad with spaces to a multiple of 64 bytes, ending in '\n', as NumPy does.
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');

@@ -56,8 +56,8 @@ void ResidualStream::AfterAttention(int layer_index, const TensorView& h,
   AddRmsNorm(h, attn_out, layer(layer_index).post_attention_layernorm, mlp_in, options_);
 }
 
-void ResidualStream::AfterMlp(int layer_index, const TensorView& h,
-                              const ConstTensorView& mlp_out, const TensorView& next_in) const {
+void ResidualStream::AfterMlp(int layer_index, const TensorView& h, const ConstTensorView& mlp_out,
+                              const TensorView& next_in) const {
   layer(layer_index);  // range check
   const ConstTensorView& gamma = layer_index + 1 < num_layers()
                                      ? layers_[static_cast<size_t>(layer_index) + 1].input_layernorm

@@ -27,10 +27,10 @@ struct DTypeBits {
 };
 // Every dtype name of the safetensors format (safetensors 0.5+).
 constexpr DTypeBits kDTypes[] = {
-    {"BOOL", 8},     {"U8", 8},       {"I8", 8},       {"F8_E5M2", 8}, {"F8_E4M3", 8},
-    {"F8_E8M0", 8},  {"F4", 4},       {"F6_E2M3", 6},  {"F6_E3M2", 6}, {"I16", 16},
-    {"U16", 16},     {"F16", 16},     {"BF16", 16},    {"I32", 32},    {"U32", 32},
-    {"F32", 32},     {"F64", 64},     {"I64", 64},     {"U64", 64},    {"C64", 64},
+    {"BOOL", 8},    {"U8", 8},   {"I8", 8},      {"F8_E5M2", 8}, {"F8_E4M3", 8},
+    {"F8_E8M0", 8}, {"F4", 4},   {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"I16", 16},
+    {"U16", 16},    {"F16", 16}, {"BF16", 16},   {"I32", 32},    {"U32", 32},
+    {"F32", 32},    {"F64", 64}, {"I64", 64},    {"U64", 64},    {"C64", 64},
 };
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
@@ -65,11 +65,16 @@ std::optional<DType> DTypeFromSafetensors(std::string_view name) {
 
 std::string_view SafetensorsName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kBF16: return "BF16";
-    case DType::kF16: return "F16";
-    case DType::kI8: return "I8";
-    case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+    case DType::kI8:
+      return "I8";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
@@ -108,8 +113,8 @@ void SafetensorsFile::ParseHeader(std::span<const std::byte> image) {
   const uint64_t header_len = ReadLe64(image.data());
   const uint64_t after_len = image.size() - kLengthBytes;
   if (header_len > after_len) {
-    throw Error(where + ": header length " + std::to_string(header_len) +
-                " is larger than the " + std::to_string(after_len) +
+    throw Error(where + ": header length " + std::to_string(header_len) + " is larger than the " +
+                std::to_string(after_len) +
                 " bytes that follow it (truncated or not a safetensors file)");
   }
   if (header_len > kMaxHeaderBytes) {
@@ -166,7 +171,8 @@ void SafetensorsFile::ParseHeader(std::span<const std::byte> image) {
       overflow |= __builtin_mul_overflow(elements, d, &elements);
       t.shape.push_back(static_cast<int64_t>(d));
     }
-    if (!overflow) overflow = __builtin_mul_overflow(elements, static_cast<uint64_t>(bits), &elements);
+    if (!overflow)
+      overflow = __builtin_mul_overflow(elements, static_cast<uint64_t>(bits), &elements);
     if (overflow) {
       throw Error(what + ": shape " + checkpoint::Excerpt(shape) +
                   " has more elements than fit in 64 bits");
@@ -179,7 +185,8 @@ void SafetensorsFile::ParseHeader(std::span<const std::byte> image) {
 
     const json& offsets = info["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2) {
-      throw Error(what + ": data_offsets must be [begin, end], got " + checkpoint::Excerpt(offsets));
+      throw Error(what + ": data_offsets must be [begin, end], got " +
+                  checkpoint::Excerpt(offsets));
     }
     t.begin = checkpoint::GetUnsigned(offsets[0], what, "data_offsets begin");
     t.end = checkpoint::GetUnsigned(offsets[1], what, "data_offsets end");
@@ -214,8 +221,8 @@ void SafetensorsFile::ParseHeader(std::span<const std::byte> image) {
                   std::to_string(std::min(covered, t->end)) + ")");
     }
     if (t->begin > covered) {
-      throw Error(where + ": " + std::to_string(t->begin - covered) +
-                  " bytes before tensor \"" + t->name + "\" belong to no tensor");
+      throw Error(where + ": " + std::to_string(t->begin - covered) + " bytes before tensor \"" +
+                  t->name + "\" belong to no tensor");
     }
     covered = t->end;
     previous = t;
@@ -229,8 +236,9 @@ void SafetensorsFile::ParseHeader(std::span<const std::byte> image) {
 }
 
 const SafetensorsTensor* SafetensorsFile::Find(std::string_view name) const {
-  auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
-                             [](const SafetensorsTensor& t, std::string_view n) { return t.name < n; });
+  auto it =
+      std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                       [](const SafetensorsTensor& t, std::string_view n) { return t.name < n; });
   return it != tensors_.end() && it->name == name ? &*it : nullptr;
 }
 

@@ -1,9 +1,8 @@
 // The safetensors writer, used for `glmnorm apply` output and test fixtures.
 #include <algorithm>
 #include <cstring>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "glmnorm/error.h"
 #include "glmnorm/safetensors.h"

@@ -40,8 +40,8 @@ ShardIndex ParseShardIndex(std::string_view json_text, const std::string& label)
   if (!map.is_object()) throw Error(label + ": weight_map is not a JSON object");
   for (const auto& [name, file] : map.items()) {
     if (!file.is_string()) {
-      throw Error(label + ": weight_map[\"" + name + "\"] is not a file name: " +
-                  checkpoint::Excerpt(file));
+      throw Error(label + ": weight_map[\"" + name +
+                  "\"] is not a file name: " + checkpoint::Excerpt(file));
     }
     std::string shard = file.get<std::string>();
     if (!SafeShardName(shard)) {

@@ -1,7 +1,5 @@
 // CheckpointNorms on the tiny Transformers-made checkpoints and on synthetic
 // broken ones: every check, every problem message.
-#include "glmnorm/checkpoint.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,19 +9,20 @@
 #include <set>
 
 #include "fixtures.h"
+#include "glmnorm/checkpoint.h"
 #include "glmnorm/error.h"
 #include "glmnorm/safetensors.h"
 
 namespace glmnorm {
 namespace {
 
+using test::FakeCheckpoint;
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::ThrowsMessage;
-using test::FakeCheckpoint;
 
 const std::string kData = GLMNORM_TEST_DATA;
 
@@ -61,8 +60,7 @@ TEST(CheckpointNorms, OpensTheTinyGlm45Checkpoint) {
   }
   EXPECT_EQ(ck.Gamma("model.layers.0.self_attn.q_norm.weight").width(), 16);
   EXPECT_EQ(ck.Gamma("model.layers.3.enorm.weight").width(), 64);
-  EXPECT_EQ(ck.Find("model.layers.3.shared_head.norm.weight")->role,
-            NormRole::kMtpSharedHeadNorm);
+  EXPECT_EQ(ck.Find("model.layers.3.shared_head.norm.weight")->role, NormRole::kMtpSharedHeadNorm);
 
   // The gammas are the bytes the safetensors library wrote.
   const NormTensor& final_norm = *ck.Find("model.norm.weight");
@@ -131,8 +129,8 @@ TEST_F(FakeCheckpointTest, SoundBaselineMapsTwoOfThreeShards) {
   const CheckpointNorms ck = Open();
   EXPECT_THAT(ck.problems(), IsEmpty());
   EXPECT_EQ(ck.norms().size(), 3u * 4 + 1 + 3);
-  EXPECT_THAT(ck.mapped_shards(), ElementsAre("model-00001-of-00003.safetensors",
-                                              "model-00002-of-00003.safetensors"));
+  EXPECT_THAT(ck.mapped_shards(),
+              ElementsAre("model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors"));
   const NormOptions options = ck.Options(Rounding::kSingle);
   EXPECT_EQ(options.eps, 1e-5f);
   EXPECT_EQ(options.rounding, Rounding::kSingle);
@@ -148,9 +146,9 @@ TEST_F(FakeCheckpointTest, SingleFileCheckpoint) {
 TEST_F(FakeCheckpointTest, NotACheckpointDirectory) {
   test::WriteFile(dir_ / "config.json", fake_.config.dump());
   EXPECT_THAT([&] { CheckpointNorms::Open(dir_.path()); },
-              ThrowsMessage<Error>(AllOf(HasSubstr(dir_.path()),
-                                         HasSubstr("no model.safetensors.index.json and no "
-                                                   "model.safetensors"))));
+              ThrowsMessage<Error>(
+                  AllOf(HasSubstr(dir_.path()), HasSubstr("no model.safetensors.index.json and no "
+                                                          "model.safetensors"))));
 }
 
 TEST_F(FakeCheckpointTest, ConfigMissing) {
@@ -242,7 +240,8 @@ TEST_F(FakeCheckpointTest, IndexNamesAMissingShardWithoutNorms) {
 
 TEST_F(FakeCheckpointTest, CorruptShardHoldingNorms) {
   fake_.Write(dir_.path());
-  test::WriteFile(dir_ / "model-00001-of-00003.safetensors", std::string("\x05\0\0\0\0\0\0\0{\"a\":", 13));
+  test::WriteFile(dir_ / "model-00001-of-00003.safetensors",
+                  std::string("\x05\0\0\0\0\0\0\0{\"a\":", 13));
   EXPECT_THAT([&] { CheckpointNorms::Open(dir_.path()); },
               ThrowsMessage<Error>(AllOf(HasSubstr("model-00001-of-00003.safetensors: header"),
                                          HasSubstr("not valid JSON"))));
@@ -257,10 +256,11 @@ TEST_F(FakeCheckpointTest, NanAndInfGamma) {
   v[6] = INFINITY;
   T("model.norm.weight").bytes = test::BytesOf(test::Bf16(v));
   const CheckpointNorms ck = Open();
-  EXPECT_THAT(ck.problems(),
-              ElementsAre("model.layers.0.input_layernorm.weight: gamma has 1 NaN and 0 inf "
-                          "values (first at index 3)",
-                          "model.norm.weight: gamma has 0 NaN and 2 inf values (first at index 5)"));
+  EXPECT_THAT(
+      ck.problems(),
+      ElementsAre("model.layers.0.input_layernorm.weight: gamma has 1 NaN and 0 inf "
+                  "values (first at index 3)",
+                  "model.norm.weight: gamma has 0 NaN and 2 inf values (first at index 5)"));
   EXPECT_FALSE(ck.Find("model.norm.weight")->usable());
   EXPECT_THAT([&] { ck.Gamma("model.norm.weight"); },
               ThrowsMessage<Error>(HasSubstr("2 inf values")));

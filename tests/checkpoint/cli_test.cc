@@ -1,13 +1,11 @@
 // `glmnorm inspect` and `glmnorm apply`, run as the user runs them.
-#include <sys/wait.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/array_file.h"
@@ -63,8 +61,10 @@ TEST(Inspect, SoundCheckpointTable) {
   EXPECT_THAT(r.out, AllOf(HasSubstr("model        glm4_moe"), HasSubstr("head_dim     16"),
                            HasSubstr("layers       3 (+1 MTP)"), HasSubstr("eps          1e-05"),
                            HasSubstr("use_qk_norm  true"), HasSubstr("no problems found")));
-  EXPECT_THAT(r.out, testing::ContainsRegex(
-                         "model\\.layers\\.3\\.shared_head\\.norm\\.weight +mtp_shared_head_norm +64 +BF16"));
+  EXPECT_THAT(
+      r.out,
+      testing::ContainsRegex(
+          "model\\.layers\\.3\\.shared_head\\.norm\\.weight +mtp_shared_head_norm +64 +BF16"));
   EXPECT_THAT(r.out, testing::ContainsRegex(
                          "model\\.layers\\.2\\.self_attn\\.k_norm\\.weight +k_norm +16 +BF16"));
   EXPECT_THAT(r.out, HasSubstr("20 norms in 10 mapped shard(s)"));
@@ -77,9 +77,9 @@ TEST(Inspect, JsonHasTheDocumentedKeys) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   std::vector<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.push_back(k);
-  EXPECT_THAT(keys, testing::UnorderedElementsAre("model_type", "hidden_size", "head_dim",
-                                                  "num_layers", "eps", "use_qk_norm", "norms",
-                                                  "problems"));
+  EXPECT_THAT(keys,
+              testing::UnorderedElementsAre("model_type", "hidden_size", "head_dim", "num_layers",
+                                            "eps", "use_qk_norm", "norms", "problems"));
   EXPECT_EQ(j["model_type"], "glm4_moe");
   EXPECT_EQ(j["hidden_size"], 48);
   EXPECT_EQ(j["head_dim"], 16);
@@ -225,8 +225,8 @@ TEST_F(Apply, FailureLeavesNoPartialOrStaleOutput) {
   ASSERT_TRUE(test::Exists(dir_ / "y.npy"));
 
   // A q_norm has width 16; this x has rows of 64.
-  const CliRun r = Glmnorm(ApplyArgs("model.layers.0.self_attn.q_norm.weight", dir_ / "x.npy",
-                                  dir_ / "y.npy"));
+  const CliRun r =
+      Glmnorm(ApplyArgs("model.layers.0.self_attn.q_norm.weight", dir_ / "x.npy", dir_ / "y.npy"));
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, AllOf(HasSubstr("x.npy: x has shape [6, 64] but "
                                      "model.layers.0.self_attn.q_norm.weight normalises rows of "

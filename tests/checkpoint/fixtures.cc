@@ -111,8 +111,8 @@ FakeCheckpoint::FakeCheckpoint(bool use_qk_norm) {
     tensors[name] = {shard, Gamma(width)};
   };
   for (int layer = 0; layer < 3; ++layer) {
-    const std::string shard = layer == 0 ? "model-00001-of-00003.safetensors"
-                                         : "model-00002-of-00003.safetensors";
+    const std::string shard =
+        layer == 0 ? "model-00001-of-00003.safetensors" : "model-00002-of-00003.safetensors";
     const std::string p = "model.layers." + std::to_string(layer) + ".";
     add(p + "input_layernorm.weight", shard, 8);
     add(p + "post_attention_layernorm.weight", shard, 8);
@@ -135,7 +135,8 @@ FakeCheckpoint::FakeCheckpoint(bool use_qk_norm) {
 void FakeCheckpoint::Write(const std::string& dir) const {
   WriteFile(dir + "/config.json", config.dump(2));
   std::map<std::string, std::vector<SafetensorsEntry>> shards;
-  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}},
+                          {"weight_map", nlohmann::json::object()}};
   for (const auto& [name, entry] : tensors) {
     const auto& [shard, t] = entry;
     const std::string file = write_index ? shard : "model.safetensors";

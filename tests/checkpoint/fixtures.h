@@ -8,11 +8,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "glmnorm/dtype.h"
 
@@ -51,9 +50,9 @@ std::vector<std::byte> BytesOf(const std::vector<T>& v) {
 // by PyTorch may differ from it by that much; the stats say how often.
 struct UlpStats {
   int64_t elements = 0;
-  int64_t differ = 0;   // elements not bit-identical
+  int64_t differ = 0;  // elements not bit-identical
   int64_t max_ulp = 0;
-  int64_t first = -1;   // index of the first difference
+  int64_t first = -1;  // index of the first difference
 };
 UlpStats CompareUlp(DType dtype, const void* got, const void* want, int64_t elements);
 int64_t UlpLimit(DType dtype);  // 1 for bf16/f16, 4 for f32

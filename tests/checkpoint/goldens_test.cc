@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "fixtures.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/rms_norm.h"
@@ -20,8 +22,8 @@ const std::string kData = GLMNORM_TEST_DATA;
 
 // Runs norm `name` on golden input `x_key` and compares with `y_key`.
 test::UlpStats CheckGolden(const CheckpointNorms& ck, const SafetensorsFile& goldens,
-                    const std::string& name, const std::string& x_key, const std::string& y_key,
-                    Rounding rounding = Rounding::kCastThenScale) {
+                           const std::string& name, const std::string& x_key,
+                           const std::string& y_key, Rounding rounding = Rounding::kCastThenScale) {
   const SafetensorsTensor* xt = goldens.Find(x_key);
   const SafetensorsTensor* yt = goldens.Find(y_key);
   EXPECT_NE(xt, nullptr) << x_key;
@@ -49,8 +51,8 @@ test::UlpStats CheckGolden(const CheckpointNorms& ck, const SafetensorsFile& gol
   if (want.dtype != DType::kF32) {
     // bf16 rounding hides the float32 reduction order: a difference needs
     // x*r within ~2^-16 of a rounding midpoint, so nearly all are identical.
-    EXPECT_LE(s.differ * 100, elements) << name << " on " << x_key << ": " << s.differ
-                                        << " of " << elements << " outputs differ";
+    EXPECT_LE(s.differ * 100, elements)
+        << name << " on " << x_key << ": " << s.differ << " of " << elements << " outputs differ";
   }
   return s;
 }
@@ -61,7 +63,9 @@ TEST_P(Goldens, EveryNormMatchesTransformers) {
   const std::string dir = kData + "/" + GetParam();
   const CheckpointNorms ck = CheckpointNorms::Open(dir);
   const SafetensorsFile goldens = SafetensorsFile::Open(dir + "/goldens.safetensors");
-  EXPECT_EQ(goldens.metadata().at("eps"), "1e-05");
+  const auto provenance = nlohmann::json::parse(goldens.metadata().at("provenance"));
+  EXPECT_EQ(provenance.at("eps").get<double>(), 1e-5);
+  EXPECT_EQ(static_cast<float>(provenance.at("eps").get<double>()), ck.eps());
   int64_t compared = 0, differ = 0;
   int norms = 0;
   auto check = [&](const std::string& name, const std::string& x, const std::string& y) {

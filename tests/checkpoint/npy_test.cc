@@ -72,11 +72,10 @@ TEST(Npy, ReadsBf16AsU2AndVersions2And3) {
   const NpyArray a = ParseNpy(Npy(header, 8, 2), "v2");
   EXPECT_EQ(a.dtype, DType::kBF16);
   EXPECT_EQ(a.data_offset, 12u + header.size());
-  EXPECT_EQ(ParseNpy(Npy("{\"descr\": \"<f2\", \"fortran_order\": False, \"shape\": (1, 2)}",
-                         4, 3),
-                     "v3")
-                .shape,
-            (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(
+      ParseNpy(Npy("{\"descr\": \"<f2\", \"fortran_order\": False, \"shape\": (1, 2)}", 4, 3), "v3")
+          .shape,
+      (std::vector<int64_t>{1, 2}));
 }
 
 TEST(NpyBadInput, EachGivesOneClearMessage) {
@@ -96,8 +95,8 @@ TEST(NpyBadInput, EachGivesOneClearMessage) {
   EXPECT_THAT(NpyError(Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", 4)),
               HasSubstr("expected a dimension"));
   EXPECT_THAT(
-      NpyError(Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
-                   0)),
+      NpyError(
+          Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0)),
       HasSubstr("more elements than fit in 64 bits"));
   EXPECT_THAT(NpyError(Npy("{'descr': '<f4', 'fortran_order': Fals", 0)),
               HasSubstr("expected True or False"));

@@ -1,14 +1,13 @@
 // The residual-stream API against Transformers' Glm4MoeDecoderLayer.forward
 // (goldens "stream/*": fixed attention/MLP outputs through every layer, then
 // model.norm).
-#include "glmnorm/decoder.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "fixtures.h"
+#include "glmnorm/decoder.h"
 #include "glmnorm/error.h"
 #include "glmnorm/safetensors.h"
 
@@ -24,7 +23,9 @@ struct Buffer {
   std::vector<uint16_t> v;
   int64_t rows = 0, width = 0;
   TensorView view() { return Rows<void*>(v.data(), DType::kBF16, rows, width, width); }
-  ConstTensorView cview() const { return Rows<const void*>(v.data(), DType::kBF16, rows, width, width); }
+  ConstTensorView cview() const {
+    return Rows<const void*>(v.data(), DType::kBF16, rows, width, width);
+  }
 };
 
 Buffer Load(const SafetensorsFile& f, const std::string& key) {
@@ -44,14 +45,14 @@ Buffer Load(const SafetensorsFile& f, const std::string& key) {
 ::testing::AssertionResult Same(const Buffer& got, const SafetensorsFile& f, const std::string& key,
                                 bool exact) {
   const Buffer want = Load(f, key);
-  const test::UlpStats s =
-      test::CompareUlp(DType::kBF16, got.v.data(), want.v.data(), static_cast<int64_t>(want.v.size()));
+  const test::UlpStats s = test::CompareUlp(DType::kBF16, got.v.data(), want.v.data(),
+                                            static_cast<int64_t>(want.v.size()));
   if (s.differ == 0 || (!exact && s.max_ulp <= 1 && s.differ * 100 <= s.elements)) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << key << ": " << s.differ << " of " << s.elements
-                                       << " elements differ, up to " << s.max_ulp
-                                       << " ulp, first at " << s.first;
+  return ::testing::AssertionFailure()
+         << key << ": " << s.differ << " of " << s.elements << " elements differ, up to "
+         << s.max_ulp << " ulp, first at " << s.first;
 }
 
 class Stream : public ::testing::TestWithParam<bool> {};

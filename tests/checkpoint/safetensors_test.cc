@@ -12,9 +12,9 @@
 namespace glmnorm {
 namespace {
 
+using test::RawSafetensors;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using test::RawSafetensors;
 
 // The message of the Error that parsing `image` throws ("" when it parses).
 std::string ParseError(const std::vector<std::byte>& image) {
@@ -87,24 +87,23 @@ TEST(Safetensors, AcceptsEveryDtypeOfTheFormat) {
                             "F16", "BF16", "I32", "U32", "F32", "F64", "I64", "U64"}) {
     const int bytes = SafetensorsDTypeBits(dtype) / 8;
     const std::string header = std::string("{\"t\":{\"dtype\":\"") + dtype +
-                               "\",\"shape\":[2],\"data_offsets\":[0," +
-                               std::to_string(2 * bytes) + "]}}";
+                               "\",\"shape\":[2],\"data_offsets\":[0," + std::to_string(2 * bytes) +
+                               "]}}";
     EXPECT_EQ(ParseError(RawSafetensors(header, 2 * bytes)), "") << dtype;
   }
   // Sub-byte types must fill whole bytes.
-  EXPECT_EQ(ParseError(RawSafetensors(
-                R"({"t":{"dtype":"F4","shape":[4],"data_offsets":[0,2]}})", 2)),
-            "");
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"t":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2)),
-              HasSubstr("not a whole number of bytes"));
+  EXPECT_EQ(
+      ParseError(RawSafetensors(R"({"t":{"dtype":"F4","shape":[4],"data_offsets":[0,2]}})", 2)),
+      "");
+  EXPECT_THAT(
+      ParseError(RawSafetensors(R"({"t":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2)),
+      HasSubstr("not a whole number of bytes"));
 }
 
 TEST(Safetensors, ZeroSizedTensorsAndEmptyHeaderAreValid) {
-  EXPECT_EQ(ParseError(RawSafetensors(
-                R"({"e":{"dtype":"F32","shape":[0,5],"data_offsets":[0,0]},)"
-                R"("s":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})",
-                4)),
+  EXPECT_EQ(ParseError(RawSafetensors(R"({"e":{"dtype":"F32","shape":[0,5],"data_offsets":[0,0]},)"
+                                      R"("s":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})",
+                                      4)),
             "");
   EXPECT_EQ(ParseError(RawSafetensors("{}", 0)), "");
   EXPECT_EQ(ParseError(RawSafetensors("{}      ", 0)), "");  // space padding
@@ -142,8 +141,7 @@ TEST(SafetensorsBadInput, TruncatedFile) {
   EXPECT_THAT(OpenError({image.begin(), image.begin() + 5}), HasSubstr("too short"));
   EXPECT_THAT(OpenError({image.begin(), image.begin() + 20}),
               HasSubstr("larger than the 12 bytes that follow it"));
-  EXPECT_THAT(OpenError({image.begin(), image.end() - 3}),
-              HasSubstr("outside the data section"));
+  EXPECT_THAT(OpenError({image.begin(), image.end() - 3}), HasSubstr("outside the data section"));
 }
 
 TEST(SafetensorsBadInput, HeaderLengthLargerThanFile) {
@@ -158,8 +156,7 @@ TEST(SafetensorsBadInput, HeaderNotJson) {
               HasSubstr("header is not a JSON object"));
   EXPECT_THAT(ParseError(RawSafetensors("{\"a\": [1, 2", 0)),
               AllOf(HasSubstr("t.safetensors: header: not valid JSON"), HasSubstr("parse error")));
-  EXPECT_THAT(ParseError(RawSafetensors("{\"a\": \"\xff\xfe\"}", 0)),
-              HasSubstr("not valid JSON"));
+  EXPECT_THAT(ParseError(RawSafetensors("{\"a\": \"\xff\xfe\"}", 0)), HasSubstr("not valid JSON"));
   EXPECT_THAT(ParseError(RawSafetensors("[1, 2]", 0)), HasSubstr("not a JSON object"));
   EXPECT_THAT(ParseError(RawSafetensors(R"({"t": 5})", 0)),
               HasSubstr("tensor \"t\" is not a JSON object"));
@@ -172,30 +169,30 @@ TEST(SafetensorsBadInput, HeaderNotJson) {
 }
 
 TEST(SafetensorsBadInput, OffsetsOutsideTheDataOrNegative) {
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4)),
-              HasSubstr("data_offsets [0, 8] outside the data section of 4 bytes"));
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", 4)),
-              HasSubstr("data_offsets begin must be a non-negative integer, got -4"));
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", 8)),
-              HasSubstr("outside the data section"));
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0.5,4]}})", 4)),
-              HasSubstr("must be a non-negative integer, got 0.5"));
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}})", 8)),
-              HasSubstr("data_offsets must be [begin, end]"));
+  EXPECT_THAT(
+      ParseError(RawSafetensors(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4)),
+      HasSubstr("data_offsets [0, 8] outside the data section of 4 bytes"));
+  EXPECT_THAT(
+      ParseError(RawSafetensors(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", 4)),
+      HasSubstr("data_offsets begin must be a non-negative integer, got -4"));
+  EXPECT_THAT(
+      ParseError(RawSafetensors(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", 8)),
+      HasSubstr("outside the data section"));
+  EXPECT_THAT(
+      ParseError(RawSafetensors(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0.5,4]}})", 4)),
+      HasSubstr("must be a non-negative integer, got 0.5"));
+  EXPECT_THAT(
+      ParseError(RawSafetensors(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}})", 8)),
+      HasSubstr("data_offsets must be [begin, end]"));
   EXPECT_THAT(
       ParseError(RawSafetensors(
           R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[18446744073709551611,18446744073709551615]}})",
           4)),
       HasSubstr("outside the data section of 4 bytes"));
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,18446744073709551616]}})",
-                  4)),
-              HasSubstr("data_offsets end must be a non-negative integer"));
+  EXPECT_THAT(
+      ParseError(RawSafetensors(
+          R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,18446744073709551616]}})", 4)),
+      HasSubstr("data_offsets end must be a non-negative integer"));
 }
 
 TEST(SafetensorsBadInput, OverlappingTensors) {
@@ -210,9 +207,9 @@ TEST(SafetensorsBadInput, HolesInTheDataSection) {
                                         R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
                                         12)),
               HasSubstr("4 bytes before tensor \"b\" belong to no tensor"));
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 10)),
-              HasSubstr("6 bytes at the end of the data section belong to no tensor"));
+  EXPECT_THAT(
+      ParseError(RawSafetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 10)),
+      HasSubstr("6 bytes at the end of the data section belong to no tensor"));
 }
 
 TEST(SafetensorsBadInput, ShapeTimesDtypeIsNotTheByteRange) {
@@ -227,22 +224,22 @@ TEST(SafetensorsBadInput, ShapeProductOverflows) {
           R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0)),
       HasSubstr("more elements than fit in 64 bits"));
   // Multiplying by the element size overflows too.
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"t":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]}})",
-                  0)),
-              HasSubstr("more elements than fit in 64 bits"));
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", 0)),
-              HasSubstr("each shape dimension must be a non-negative integer"));
+  EXPECT_THAT(
+      ParseError(RawSafetensors(
+          R"({"t":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]}})", 0)),
+      HasSubstr("more elements than fit in 64 bits"));
+  EXPECT_THAT(
+      ParseError(RawSafetensors(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", 0)),
+      HasSubstr("each shape dimension must be a non-negative integer"));
 }
 
 TEST(SafetensorsBadInput, UnknownDtype) {
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"t":{"dtype":"Q3_K","shape":[1],"data_offsets":[0,1]}})", 1)),
-              HasSubstr("tensor \"t\": unknown dtype \"Q3_K\""));
-  EXPECT_THAT(ParseError(RawSafetensors(
-                  R"({"t":{"dtype":"bf16","shape":[1],"data_offsets":[0,2]}})", 2)),
-              HasSubstr("unknown dtype \"bf16\""));
+  EXPECT_THAT(
+      ParseError(RawSafetensors(R"({"t":{"dtype":"Q3_K","shape":[1],"data_offsets":[0,1]}})", 1)),
+      HasSubstr("tensor \"t\": unknown dtype \"Q3_K\""));
+  EXPECT_THAT(
+      ParseError(RawSafetensors(R"({"t":{"dtype":"bf16","shape":[1],"data_offsets":[0,2]}})", 2)),
+      HasSubstr("unknown dtype \"bf16\""));
 }
 
 TEST(SafetensorsBadInput, DuplicateTensorName) {
@@ -253,10 +250,10 @@ TEST(SafetensorsBadInput, DuplicateTensorName) {
 }
 
 TEST(SafetensorsBadInput, MissingFileNamesThePath) {
-  EXPECT_THAT([] { SafetensorsFile::Open("/nonexistent/x.safetensors"); },
-              testing::ThrowsMessage<Error>(
-                  AllOf(HasSubstr("/nonexistent/x.safetensors: cannot open"),
-                        HasSubstr("No such file"))));
+  EXPECT_THAT(
+      [] { SafetensorsFile::Open("/nonexistent/x.safetensors"); },
+      testing::ThrowsMessage<Error>(
+          AllOf(HasSubstr("/nonexistent/x.safetensors: cannot open"), HasSubstr("No such file"))));
 }
 
 TEST(SafetensorsBadInput, ViewRefusesOtherDtypes) {
