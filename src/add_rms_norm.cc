@@ -35,13 +35,7 @@ AddRmsNormJob MakeAddJob(const TensorView& residual, const ConstTensorView& delt
                          const ConstTensorView& gamma, const TensorView& y, DType value_type,
                          const AddNormOptions& options) {
   AddRmsNormJob job;
-  job.p.x_type = residual.dtype;
-  job.p.w_type = gamma.dtype;
-  job.p.y_type = value_type;
-  job.p.rounding = options.rounding;
-  job.p.eps = options.eps;
-  job.p.weight_offset = options.weight_offset;
-  job.p.width = residual.width();
+  job.p = NormParams::Of(residual.dtype, gamma.dtype, value_type, residual.width(), options);
   job.delta_type = delta.dtype;
   job.normalize_rounded_sum = options.normalize_rounded_sum;
   job.residual = residual.data;

@@ -48,6 +48,18 @@ struct NormParams {
   float eps = kGlmRmsNormEps;
   float weight_offset = 0.0f;
   int64_t width = 0;
+
+  static NormParams Of(DType x, DType w, DType y, int64_t width, const NormOptions& o) {
+    NormParams p;
+    p.x_type = x;
+    p.w_type = w;
+    p.y_type = y;
+    p.rounding = o.rounding;
+    p.eps = o.eps;
+    p.weight_offset = o.weight_offset;
+    p.width = width;
+    return p;
+  }
 };
 
 // Outputs at least this large are written with streaming (non-temporal)

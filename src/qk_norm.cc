@@ -119,13 +119,7 @@ void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHe
   }
 
   QkNormJob job;
-  job.p.x_type = qkv_in.dtype;
-  job.p.w_type = q_gamma.dtype;
-  job.p.y_type = qkv_out.dtype;
-  job.p.rounding = options.rounding;
-  job.p.eps = options.eps;
-  job.p.weight_offset = options.weight_offset;
-  job.p.width = heads.head_dim;
+  job.p = NormParams::Of(qkv_in.dtype, q_gamma.dtype, qkv_out.dtype, heads.head_dim, options);
   job.in = qkv_in.data;
   job.in_row_stride = qkv_in.stride[0];
   job.out = qkv_out.data;

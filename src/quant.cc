@@ -87,13 +87,8 @@ void RmsNormQuant(const ConstTensorView& x, const ConstTensorView& gamma, const 
   validate::NoPartialOverlap(kFn, "x", x, "q", q, /*allow_same=*/false);
 
   RmsNormQuantJob job;
-  job.p.x_type = x.dtype;
-  job.p.w_type = gamma.dtype;
-  job.p.y_type = ValueType(options, gamma.dtype, x.dtype);
-  job.p.rounding = options.rounding;
-  job.p.eps = options.eps;
-  job.p.weight_offset = options.weight_offset;
-  job.p.width = x.width();
+  job.p = NormParams::Of(x.dtype, gamma.dtype, ValueType(options, gamma.dtype, x.dtype),
+                         x.width(), options);
   job.x = x.data;
   job.x_rows = RowLayout::Of(x);
   job.q = q.data;

@@ -177,18 +177,6 @@ Comparison CompareRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma
 
 // ---------------------------------------------------------------- decoder ops
 
-namespace {
-template <typename Ptr>
-int64_t RowOffsetOf(const BasicTensorView<Ptr>& v, int64_t row) {
-  int64_t off = 0;
-  for (int i = v.rank - 2; i >= 0; --i) {
-    off += (row % v.shape[i]) * v.stride[i];
-    row /= v.shape[i];
-  }
-  return off;
-}
-}  // namespace
-
 double AddedValue(const void* residual, DType r, const void* delta, DType d, int64_t index,
                   bool round) {
   const float s = static_cast<float>(Load(residual, r, index)) +
@@ -203,9 +191,9 @@ void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
   const size_t rs = SizeOf(residual.dtype), ds = SizeOf(delta.dtype), ys = SizeOf(y.dtype);
   std::vector<double> in(width);
   for (int64_t row = 0; row < residual.rows(); ++row) {
-    auto* rr = static_cast<char*>(residual.data) + RowOffsetOf(residual, row) * rs;
-    const auto* dr = static_cast<const char*>(delta.data) + RowOffsetOf(delta, row) * ds;
-    auto* yr = static_cast<char*>(y.data) + RowOffsetOf(y, row) * ys;
+    auto* rr = static_cast<char*>(residual.data) + RowOffset(residual, row) * rs;
+    const auto* dr = static_cast<const char*>(delta.data) + RowOffset(delta, row) * ds;
+    auto* yr = static_cast<char*>(y.data) + RowOffset(y, row) * ys;
     double sum = 0.0;
     for (int64_t i = 0; i < width; ++i) {
       in[i] = AddedValue(rr, residual.dtype, dr, delta.dtype, i, options.normalize_rounded_sum);

@@ -26,13 +26,7 @@ void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const Tenso
              const NormOptions& options) {
   ValidateRmsNorm(x, gamma, y, options);
   RmsNormJob job;
-  job.p.x_type = x.dtype;
-  job.p.w_type = gamma.dtype;
-  job.p.y_type = y.dtype;
-  job.p.rounding = options.rounding;
-  job.p.eps = options.eps;
-  job.p.weight_offset = options.weight_offset;
-  job.p.width = x.width();
+  job.p = NormParams::Of(x.dtype, gamma.dtype, y.dtype, x.width(), options);
   job.x = x.data;
   job.x_rows = RowLayout::Of(x);
   job.y = y.data;
