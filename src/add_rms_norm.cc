@@ -68,6 +68,7 @@ void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
   validate::NoPartialOverlap(kFn, "residual", residual, "y", y, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "delta", delta, "y", y, /*allow_same=*/true);
 
+  if (validate::Empty(residual)) return;
   const AddRmsNormJob job = detail::MakeAddJob(residual, delta, gamma, y, y.dtype, options);
   const int64_t rows = residual.rows();
   const int64_t bytes = rows * residual.width() *

@@ -15,6 +15,7 @@
 #define GLMNORM_SRC_NORM_ROW_INL_H_
 #endif
 
+#include <limits>
 #include <type_traits>
 
 #include "kernel_args.h"
@@ -131,13 +132,17 @@ struct StoreSink {
 
 // ---------------------------------------------------------------- quantising
 
+// NaN tests use hn::IsNaN: in Highway 1.0.3, Ne(t, t) is an ordered compare
+// (_CMP_NEQ_OQ, false for NaN) on AVX2/AVX-512 but unordered on SSE4, and x86
+// Min/Max return their second operand when either is NaN.
+
 // int8: saturate(RNE(t)) to [-128, 127]; NaN gives 0.
 template <class D>
 HWY_INLINE hn::Vec<hn::RebindToSigned<D>> QuantizeI8(D d, hn::Vec<D> t) {
   const hn::RebindToSigned<D> di;
   auto r = hn::Round(t);
   r = hn::Min(hn::Max(r, hn::Set(d, -128.0f)), hn::Set(d, 127.0f));
-  r = hn::IfThenElse(hn::Eq(t, t), r, hn::Zero(d));
+  r = hn::IfThenElse(hn::IsNaN(t), hn::Zero(d), r);
   return hn::ConvertTo(di, r);
 }
 
@@ -149,7 +154,7 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> QuantizeE4M3(D d, hn::Vec<D> t) {
   const hn::RebindToSigned<D> di;
   const auto u = hn::BitCast(du, t);
   const auto sign = hn::And(hn::ShiftRight<24>(u), hn::Set(du, 0x80u));
-  const auto is_nan = hn::Ne(t, t);
+  const auto is_nan = hn::IsNaN(t);
   const auto a = hn::Min(hn::Abs(t), hn::Set(d, 448.0f));
   const auto au = hn::BitCast(du, a);
   // Normal range (a >= 2^-6): round the float32 mantissa to 3 bits (RNE),
@@ -202,9 +207,16 @@ struct QuantSink {
 
 constexpr float QMax(bool e4m3) { return e4m3 ? 448.0f : 127.0f; }
 
-// The dynamic scale of a row: max|y| / qmax, or 1 for an all-zero row.
+// The dynamic scale of a row (quant.h): max|v| / qmax over the finite v,
+// at least 2^-126 (a normal float32, so v / scale never overflows and the
+// scale has full precision), at most the largest scale with qmax * scale
+// finite; 1 when no finite v is non-zero.
 HWY_INLINE float DynamicScale(float max_abs, bool e4m3) {
-  return max_abs > 0.0f ? max_abs / QMax(e4m3) : 1.0f;
+  if (!(max_abs > 0.0f)) return 1.0f;
+  const float qmax = QMax(e4m3);
+  float scale = std::max(max_abs / qmax, std::numeric_limits<float>::min());
+  if (std::isinf(scale * qmax)) scale = std::nextafter(scale, 0.0f);
+  return scale;
 }
 
 
@@ -223,13 +235,14 @@ HWY_INLINE void QuantizeRow(D d, size_t width, InvRms inv, const W* HWY_RESTRICT
   sink.q = static_cast<typename QuantSink<V, kE4M3>::Q*>(q);
   sink.scale = qp.scale;
   if (qp.dynamic) {
-    // Lanes past the row end hold 0 (or NaN for r = inf): both leave the max.
+    // Only finite values count (NaN and inf are left out of the max); lanes
+    // past the row end hold 0 or NaN, which leave it too.
     auto vmax = hn::Zero(d);
     ForEachNormVector<T, W, kCastThenScale>(
         d, width, inv, gamma, weight_offset, load, load_partial,
         [&vmax](auto dd, size_t, size_t, hn::Vec<D> v) {
           const auto a = hn::Abs(RoundTo<V>(dd, v));
-          vmax = hn::Max(vmax, hn::IfThenElse(hn::Eq(a, a), a, hn::Zero(dd)));
+          vmax = hn::Max(vmax, hn::IfThenElse(hn::IsFinite(a), a, hn::Zero(dd)));
         });
     HWY_ALIGN float lanes[hn::MaxLanes(d)];
     hn::Store(vmax, d, lanes);

@@ -46,8 +46,9 @@ void ValidateTable(const char* name, const ConstTensorView& t, int64_t half) {
   if (t.stride[1] != 1) {
     validate::Fail(kFn, n + ".stride[1] must be 1 (contiguous), got " + Str(t.stride[1]));
   }
-  if (t.shape[0] < 1 || t.data == nullptr) {
-    validate::Fail(kFn, n + " must have at least one position and non-null data");
+  if (t.shape[0] < 0) validate::Fail(kFn, n + ".shape[0] must be >= 0, got " + Str(t.shape[0]));
+  if (t.shape[0] > 0 && t.data == nullptr) {
+    validate::Fail(kFn, n + ".data is null but " + n + " has " + Str(t.shape[0]) + " positions");
   }
   if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
     validate::Fail(kFn, n + ".data must be aligned to 4 bytes");
@@ -69,8 +70,12 @@ void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHe
   if (heads.num_q_heads + heads.num_k_heads < 1) {
     validate::Fail(kFn, "heads.num_q_heads + num_k_heads must be >= 1, got 0");
   }
-  const int64_t width =
-      (int64_t{heads.num_q_heads} + heads.num_k_heads + heads.num_v_heads) * heads.head_dim;
+  int64_t width = 0;
+  if (__builtin_mul_overflow(int64_t{heads.num_q_heads} + heads.num_k_heads + heads.num_v_heads,
+                             heads.head_dim, &width) ||
+      width > validate::kMaxElements) {
+    validate::Fail(kFn, "(num_q_heads + num_k_heads + num_v_heads) * head_dim overflows");
+  }
   ValidateQkv("qkv_in", qkv_in, width, heads);
   ValidateQkv("qkv_out", qkv_out, width, heads);
   validate::SameShape(kFn, "qkv_in", qkv_in, "qkv_out", qkv_out);

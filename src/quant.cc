@@ -5,6 +5,7 @@
 #include <string>
 
 #include "add_rms_norm_validate.h"
+#include "format_number.h"
 #include "kernels.h"
 #include "parallel.h"
 #include "validate.h"
@@ -26,16 +27,19 @@ void ValidateQ(const char* fn, const char* like_name, const BasicTensorView<Ptr>
                            "] (last dim) must be 1 (contiguous), got " +
                            std::to_string(q.stride[q.rank - 1]));
   }
-  if (q.rows() > 0 && q.data == nullptr) validate::Fail(fn, "q.data is null");
+  validate::View(fn, "q", q);
 }
 
-void ValidateQuantOptions(const char* fn, const QuantOptions& o, int64_t rows) {
+// empty: the tensor has no elements, so no scale is read or written and
+// `scales` may be null.
+void ValidateQuantOptions(const char* fn, const QuantOptions& o, int64_t rows, bool empty) {
   if (o.scaling == QuantScaling::kStatic) {
     if (!std::isfinite(o.scale) || !(o.scale > 0.0f)) {
       validate::Fail(fn, "scale must be finite and > 0 for a static scale, got " +
-                             std::to_string(o.scale));
+                             ShortestString(o.scale));
     }
   } else if (o.scaling == QuantScaling::kDynamicPerToken) {
+    if (empty) return;
     if (o.scales == nullptr) {
       validate::Fail(fn, "scales must not be null for a dynamic per-token scale (" +
                              std::to_string(rows) + " floats)");
@@ -83,8 +87,10 @@ void RmsNormQuant(const ConstTensorView& x, const ConstTensorView& gamma, const 
   validate::Gamma(kFn, "gamma", gamma, x.width());
   ValidateQuantGamma(kFn, gamma, x.dtype, "x");
   ValidateQ(kFn, "x", x, q);
-  ValidateQuantOptions(kFn, quant, x.rows());
+  ValidateQuantOptions(kFn, quant, x.rows(), validate::Empty(x));
   validate::NoPartialOverlap(kFn, "x", x, "q", q, /*allow_same=*/false);
+
+  if (validate::Empty(x)) return;
 
   RmsNormQuantJob job;
   job.p = NormParams::Of(x.dtype, gamma.dtype, ValueType(options, gamma.dtype, x.dtype),
@@ -109,9 +115,11 @@ void AddRmsNormQuant(const TensorView& residual, const ConstTensorView& delta,
   detail::ValidateAddInputs(kFn, residual, delta, gamma, options);
   ValidateQuantGamma(kFn, gamma, delta.dtype, "delta");
   ValidateQ(kFn, "residual", residual, q);
-  ValidateQuantOptions(kFn, quant, residual.rows());
+  ValidateQuantOptions(kFn, quant, residual.rows(), validate::Empty(residual));
   validate::NoPartialOverlap(kFn, "residual", residual, "q", q, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "delta", delta, "q", q, /*allow_same=*/false);
+
+  if (validate::Empty(residual)) return;
 
   AddRmsNormJob job = detail::MakeAddJob(residual, delta, gamma, q,
                                          ValueType(options, gamma.dtype, residual.dtype), options);

@@ -254,12 +254,20 @@ uint8_t QuantizeE4M3(float value, float scale) {
 }
 
 float DynamicScale(const float* values, int64_t n, DType q_type) {
-  float m = 0.0f;
+  double m = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    if (!std::isnan(values[i])) m = std::max(m, std::fabs(values[i]));
+    if (std::isfinite(values[i])) m = std::max(m, std::fabs(double(values[i])));
   }
-  const float qmax = q_type == DType::kF8E4M3 ? 448.0f : 127.0f;
-  return m > 0.0f ? m / qmax : 1.0f;
+  if (m == 0.0) return 1.0f;
+  const double qmax = q_type == DType::kF8E4M3 ? 448.0 : 127.0;
+  // m / qmax rounded once to float32 (via float64: exact for a quotient of
+  // floats), kept normal, then lowered until decoding qmax * scale is finite.
+  const double exact = m / qmax;
+  float scale = exact < 0x1p-126 ? 0x1p-126f : static_cast<float>(exact);
+  while (std::isinf(static_cast<float>(double(scale) * qmax))) {
+    scale = std::nextafter(scale, 0.0f);
+  }
+  return scale;
 }
 
 void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHeads& heads,

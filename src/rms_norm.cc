@@ -25,6 +25,7 @@ void ValidateRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma,
 void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& y,
              const NormOptions& options) {
   ValidateRmsNorm(x, gamma, y, options);
+  if (validate::Empty(x)) return;
   RmsNormJob job;
   job.p = NormParams::Of(x.dtype, gamma.dtype, y.dtype, x.width(), options);
   job.x = x.data;

@@ -1,9 +1,11 @@
 #include "validate.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <sstream>
 
+#include "format_number.h"
 #include "glmnorm/error.h"
 
 namespace glmnorm::validate {
@@ -21,7 +23,7 @@ std::string ShapeString(const int64_t* shape, int rank) {
 }
 
 template <typename Ptr>
-void Activation(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
+void View(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
   const std::string n(name);
   if (v.rank < 1 || v.rank > kMaxRank) {
     Fail(fn, n + ".rank must be 1.." + std::to_string(kMaxRank) + ", got " +
@@ -33,18 +35,38 @@ void Activation(const char* fn, const char* name, const BasicTensorView<Ptr>& v)
                    std::to_string(v.shape[i]));
     }
   }
-  if (v.width() == 0) Fail(fn, n + " width (last dim) must be > 0, got 0");
-  if (v.stride[v.rank - 1] != 1) {
+  if (Empty(v)) return;  // no element is addressed: any pointer and strides
+  // Element count and the span of element offsets, checked for overflow
+  // before anything multiplies them (rows() does not check).
+  int64_t elements = 1, span = 0;
+  for (int i = 0; i < v.rank; ++i) {
+    int64_t reach = 0;
+    const int64_t stride = v.stride[i] < 0 ? -v.stride[i] : v.stride[i];
+    if (v.stride[i] == INT64_MIN || __builtin_mul_overflow(elements, v.shape[i], &elements) ||
+        elements > kMaxElements || __builtin_mul_overflow(v.shape[i] - 1, stride, &reach) ||
+        __builtin_add_overflow(span, reach, &span) || span > kMaxElements) {
+      Fail(fn, n + " shape " + ShapeString(v.shape, v.rank) + " with strides " +
+                   ShapeString(v.stride, v.rank) + " spans more than 2^59 elements");
+    }
+  }
+  if (v.data == nullptr) {
+    Fail(fn, n + ".data is null but " + n + " has shape " + ShapeString(v.shape, v.rank));
+  }
+}
+template void View(const char*, const char*, const TensorView&);
+template void View(const char*, const char*, const ConstTensorView&);
+
+template <typename Ptr>
+void Activation(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
+  const std::string n(name);
+  View(fn, name, v);
+  if (v.stride[v.rank - 1] != 1 && !Empty(v)) {
     Fail(fn, n + ".stride[" + std::to_string(v.rank - 1) +
                  "] (last dim) must be 1 (contiguous), got " +
                  std::to_string(v.stride[v.rank - 1]));
   }
   if (!IsFloatActivation(v.dtype)) {
     Fail(fn, n + ".dtype must be f32, bf16 or f16, got " + std::string(Name(v.dtype)));
-  }
-  if (v.rows() > 0 && v.data == nullptr) {
-    Fail(fn, n + ".data is null but " + n + " has " + std::to_string(v.rows() * v.width()) +
-                 " elements");
   }
   if (reinterpret_cast<uintptr_t>(v.data) % SizeOf(v.dtype) != 0) {
     Fail(fn, n + ".data must be aligned to " + std::to_string(SizeOf(v.dtype)) + " bytes for " +
@@ -61,13 +83,15 @@ void Gamma(const char* fn, const char* name, const ConstTensorView& g, int64_t w
     Fail(fn, n + " length must equal the width " + std::to_string(width) + ", got " +
                  std::to_string(g.shape[0]));
   }
-  if (g.stride[0] != 1) {
+  if (g.stride[0] != 1 && width > 0) {
     Fail(fn, n + ".stride[0] must be 1 (contiguous), got " + std::to_string(g.stride[0]));
   }
   if (!IsFloatActivation(g.dtype)) {
     Fail(fn, n + ".dtype must be f32, bf16 or f16, got " + std::string(Name(g.dtype)));
   }
-  if (g.data == nullptr) Fail(fn, n + ".data is null but width is " + std::to_string(width));
+  if (g.data == nullptr && width > 0) {
+    Fail(fn, n + ".data is null but width is " + std::to_string(width));
+  }
   if (reinterpret_cast<uintptr_t>(g.data) % SizeOf(g.dtype) != 0) {
     Fail(fn, n + ".data must be aligned to " + std::to_string(SizeOf(g.dtype)) + " bytes");
   }
@@ -92,10 +116,10 @@ template void SameShape(const char*, const char*, const TensorView&, const char*
 
 void Options(const char* fn, const NormOptions& o) {
   if (!std::isfinite(o.eps) || o.eps < 0.0f) {
-    Fail(fn, "eps must be finite and >= 0 (GLM-4.5: 1e-5), got " + std::to_string(o.eps));
+    Fail(fn, "eps must be finite and >= 0 (GLM-4.5: 1e-5), got " + ShortestString(o.eps));
   }
   if (!std::isfinite(o.weight_offset)) {
-    Fail(fn, "weight_offset must be finite (0 or 1), got " + std::to_string(o.weight_offset));
+    Fail(fn, "weight_offset must be finite (0 or 1), got " + ShortestString(o.weight_offset));
   }
   if (o.rounding != Rounding::kCastThenScale && o.rounding != Rounding::kSingle) {
     Fail(fn, "rounding must be kCastThenScale or kSingle");

@@ -13,12 +13,30 @@ namespace glmnorm::validate {
 
 [[noreturn]] void Fail(const char* fn, const std::string& what);
 
-// rank 1..4, non-negative shape, last dim contiguous, float activation dtype,
-// aligned data, non-null data when non-empty.
+// Any view: rank 1..4, non-negative shape, element count and byte extent
+// that fit in 64 bits (at most kMaxElements elements), non-null data unless
+// the view has no elements (a zero-size tensor may have a null pointer).
+template <typename Ptr>
+void View(const char* fn, const char* name, const BasicTensorView<Ptr>& v);
+
+// View, plus: last dim contiguous, float activation dtype, aligned data.
 template <typename Ptr>
 void Activation(const char* fn, const char* name, const BasicTensorView<Ptr>& v);
 
-// 1-D contiguous gamma of `width` float elements.
+// Views hold at most 2^59 elements, so byte counts of a few bytes per
+// element never overflow int64.
+constexpr int64_t kMaxElements = int64_t{1} << 59;
+
+// True when the view has no elements (some dim is 0).
+template <typename Ptr>
+bool Empty(const BasicTensorView<Ptr>& v) {
+  for (int i = 0; i < v.rank; ++i) {
+    if (v.shape[i] == 0) return true;
+  }
+  return false;
+}
+
+// 1-D contiguous gamma of `width` float elements (null data only if width 0).
 void Gamma(const char* fn, const char* name, const ConstTensorView& g, int64_t width);
 
 // Same rank and shape.

@@ -309,3 +309,85 @@ TEST(AddRmsNormQuant, Errors) {
 
 }  // namespace
 }  // namespace glmnorm
+
+namespace glmnorm {
+namespace {
+
+// Dynamic per-token scales at the edges of float32 (quant.h): every scale is
+// a normal float32, every code decodes (q * scale) to a finite value, the
+// largest finite |v| maps to qmax where its scale is not clamped, and
+// kernels equal the reference on every target.
+TEST(RmsNormQuant, DynamicScaleUsableForEveryFiniteRow) {
+  const float kMax = std::numeric_limits<float>::max();
+  // y = gamma * x * r; x = [1, 0.5, -0.25, 0] gives x * r within [-0.44, 1.75].
+  const float gammas[] = {0.0f,          0x1p-149f, 1e-44f,       1e-41f,  0x1p-126f,
+                          3e-36f,        1.0f,      1e30f,        kMax / 2, kMax / 1.75f,
+                          kMax};  // the last overflows y to inf: only finite values count
+  for (DType qt : {DType::kI8, DType::kF8E4M3}) {
+    const float qmax = qt == DType::kI8 ? 127.0f : 448.0f;
+    test::ForEachTarget([&](const char* target) {
+      for (float gv : gammas) {
+        const std::vector<float> x = {1.0f, 0.5f, -0.25f, 0.0f};
+        const std::vector<float> g(4, gv);
+        std::vector<float> y(4);
+        NormOptions opt;
+        opt.rounding = Rounding::kSingle;
+        const auto xv = Contiguous<const void*>(x.data(), DType::kF32, {1, 4});
+        const auto gvw = Contiguous<const void*>(g.data(), DType::kF32, {4});
+        RmsNorm(xv, gvw, Contiguous<void*>(y.data(), DType::kF32, {1, 4}), opt);
+        std::vector<uint8_t> q(4, 0xAA);
+        float scale = -1.0f;
+        QuantOptions qo;
+        qo.scales = &scale;
+        qo.num_scales = 1;
+        RmsNormQuant(xv, gvw, Contiguous<void*>(q.data(), qt, {1, 4}), qo, opt);
+        const std::string what = std::string(target) + " " + std::string(Name(qt)) +
+                                 " gamma=" + std::to_string(gv);
+        EXPECT_EQ(scale, reference::DynamicScale(y.data(), 4, qt)) << what;
+        EXPECT_TRUE(std::isnormal(scale) && scale > 0.0f) << what << " scale " << scale;
+        float max_finite = 0.0f;
+        for (float v : y) {
+          if (std::isfinite(v)) max_finite = std::max(max_finite, std::fabs(v));
+        }
+        for (int i = 0; i < 4; ++i) {
+          const float code = qt == DType::kI8 ? static_cast<float>(static_cast<int8_t>(q[i]))
+                                              : reference::F32FromE4M3(q[i]);
+          EXPECT_TRUE(std::isfinite(code)) << what << " lane " << i;
+          EXPECT_LE(std::fabs(code), qmax) << what;
+          EXPECT_TRUE(std::isfinite(code * scale)) << what << " lane " << i << " decodes to inf";
+          const uint8_t want = qt == DType::kI8
+                                   ? static_cast<uint8_t>(reference::QuantizeI8(y[i], scale))
+                                   : reference::QuantizeE4M3(y[i], scale);
+          EXPECT_EQ(q[i], want) << what << " lane " << i;
+        }
+        if (max_finite / qmax >= 0x1p-126f) {
+          // The largest finite value is coded as +-qmax (an inf y saturates to it too).
+          EXPECT_EQ(std::fabs(qt == DType::kI8 ? static_cast<float>(static_cast<int8_t>(q[0]))
+                                               : reference::F32FromE4M3(q[0])),
+                    qmax)
+              << what;
+        }
+        if (max_finite == 0.0f) EXPECT_EQ(scale, 1.0f) << what;
+      }
+    });
+  }
+}
+
+TEST(ReferenceQuantizer, DynamicScaleRule) {
+  const float kMax = std::numeric_limits<float>::max();
+  const float zeros[] = {0.0f, -0.0f};
+  EXPECT_EQ(reference::DynamicScale(zeros, 2, DType::kI8), 1.0f);
+  const float specials[] = {std::numeric_limits<float>::infinity(), std::nanf(""), 0.0f};
+  EXPECT_EQ(reference::DynamicScale(specials, 3, DType::kF8E4M3), 1.0f);
+  const float tiny[] = {0x1p-149f};
+  EXPECT_EQ(reference::DynamicScale(tiny, 1, DType::kF8E4M3), 0x1p-126f);  // clamped normal
+  const float ordinary[] = {-2.0f, 448.0f};
+  EXPECT_EQ(reference::DynamicScale(ordinary, 2, DType::kF8E4M3), 1.0f);
+  const float huge[] = {kMax};
+  const float s = reference::DynamicScale(huge, 1, DType::kF8E4M3);
+  EXPECT_TRUE(std::isfinite(448.0f * s));
+  EXPECT_TRUE(std::isinf(448.0f * std::nextafter(s, kMax)));  // the largest such scale
+}
+
+}  // namespace
+}  // namespace glmnorm

@@ -13,12 +13,26 @@
 //   - DType::kI8: RNE to an integer, saturated to [-128, 127]; NaN -> 0.
 //     qmax = 127.
 //   - DType::kF8E4M3 (OCP e4m3fn, bias 7, no inf): RNE, subnormals kept,
-//     saturated to +-448 (inf too); NaN -> 0x7F/0xFF; -0 -> 0x80. qmax = 448.
+//     saturated to +-448 (inf too); NaN -> 0x7F/0xFF (its sign); -0 -> 0x80.
+//     qmax = 448.
 // Scales:
 //   - static: one per-tensor scale, finite and > 0.
-//   - dynamic per token: scale[row] = max|v| / qmax (float32 division; NaN
-//     values ignored in the max), written to the caller's f32 array; a row
-//     whose max|v| is 0 gets scale 1 (all its q are 0). Dequantise as q * scale.
+//   - dynamic per token, for every row whatever its magnitude:
+//       m = max |v| over the row's FINITE values (NaN and +-inf left out;
+//           an inf v saturates to +-qmax, a NaN v gives the NaN code);
+//       scale = 1 when m is 0 (all its q are 0 or NaN codes);
+//       else scale = max(m / qmax, 2^-126)  (float32 division, RNE),
+//            lowered by one ulp if qmax * scale would overflow to inf.
+//     So every scale is a normal, positive, finite float32; every code
+//     decodes (q * scale) to a finite value; the row's largest finite |v|
+//     gets code +-qmax unless m / qmax < 2^-126 (then all |q| < qmax, and
+//     values below scale * the smallest code quantise to 0). Scales are
+//     written to the caller's f32 array. Dequantise as q * scale.
+// NaN codes: the sign of a NaN v is kept (0x7F / 0xFF); v is NaN where the
+// norm gives NaN (a NaN input, or inf * 0 when a row holds an inf: x86's
+// default NaN is negative). The bits are the same on every SIMD target.
+// Empty tensors (a dim of 0) are a no-op; their pointers, scales included,
+// may be null.
 // Supported: x / residual / delta dtypes as in RmsNorm / AddRmsNorm; gamma
 // f32 or the activation's dtype (x, or delta for AddRmsNormQuant). Other
 // gammas are rejected with an error.

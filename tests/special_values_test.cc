@@ -1,0 +1,566 @@
+// Special values through every op, every input and every compiled SIMD
+// target: each output bit (NaN sign included) is the same on every target,
+// and matches the reference (float64 oracle for the norms, the scalar
+// quantisers of reference.cc for the quantised outputs, a scalar float32
+// model of the RoPE rotation that qk_norm.h defines).
+//
+// One table of ops (kOps) x the inputs each op reads x kSpecials x the
+// placements of the special value (three lanes of one row, a whole row, or
+// three gamma / cos / sin entries) x dtype combinations x targets.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "glmnorm/glmnorm.h"
+#include "glmnorm/quant.h"
+#include "reference.h"
+#include "test_util.h"
+
+namespace glmnorm {
+namespace {
+
+using test::Buffer;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct Special {
+  const char* name;
+  float value;
+};
+
+// NaN of both signs, infinities, signed zeros, subnormals, the edges of
+// float32 and of each output format, and rounding ties of bf16 / f16 / e4m3.
+const Special kSpecials[] = {
+    {"+nan", std::numeric_limits<float>::quiet_NaN()},
+    {"-nan", -std::numeric_limits<float>::quiet_NaN()},
+    {"+inf", kInf},
+    {"-inf", -kInf},
+    {"+0", 0.0f},
+    {"-0", -0.0f},
+    {"min_subnormal", std::numeric_limits<float>::denorm_min()},
+    {"-max_subnormal", -std::nextafter(std::numeric_limits<float>::min(), 0.0f)},
+    {"min_normal", std::numeric_limits<float>::min()},
+    {"max", std::numeric_limits<float>::max()},
+    {"-max", -std::numeric_limits<float>::max()},
+    {"bf16_max", 0x1.FEp127f},
+    {"f16_max", 65504.0f},
+    {"f16_overflow_tie", 65520.0f},
+    {"e4m3_max", 448.0f},
+    {"e4m3_beyond_max_tie", 464.0f},
+    {"bf16_tie", 1.00390625f},       // 1 + 2^-8: halfway between two bf16
+    {"f16_tie", 1.00048828125f},     // 1 + 2^-11
+    {"huge", 1e30f},
+    {"tiny", 1e-30f},
+};
+
+// Where a special value goes in an activation [rows, width]: three lanes
+// (first, middle, last) of row 1, or all of row 2. In a gamma or a RoPE
+// table: its first, middle and last entry.
+enum class Place { kLanes, kWholeRow };
+
+struct Combo {
+  DType t, w;
+  Rounding rounding;
+};
+
+std::vector<Combo> Combos() {
+  std::vector<Combo> c;
+  for (Rounding r : {Rounding::kCastThenScale, Rounding::kSingle}) {
+    c.push_back({DType::kF32, DType::kF32, r});
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      c.push_back({t, t, r});
+      c.push_back({t, DType::kF32, r});
+    }
+  }
+  return c;
+}
+
+// The output dtype of a norm for the combo (PyTorch's promotion, or the
+// input dtype in single rounding).
+DType OutType(const Combo& c) {
+  return c.rounding == Rounding::kCastThenScale ? Promote(c.w, c.t) : c.t;
+}
+
+std::string ComboName(const Combo& c) {
+  return "x=" + std::string(Name(c.t)) + " w=" + std::string(Name(c.w)) +
+         (c.rounding == Rounding::kCastThenScale ? " cast-then-scale" : " single");
+}
+
+// Deterministic inputs for one case (the same on every target).
+struct Rng {
+  explicit Rng(uint64_t seed) : gen(seed) {}
+  double Normal() { return dist(gen); }
+  std::mt19937_64 gen;
+  std::normal_distribution<double> dist{0.0, 1.0};
+};
+
+void Fill(Buffer& b, Rng& rng, double scale, double offset = 0.0) {
+  for (size_t i = 0; i < b.size; ++i) b.Set(i, offset + scale * rng.Normal());
+}
+
+void Inject(Buffer& b, int64_t rows, int64_t width, Place place, float v) {
+  if (rows == 1 || place == Place::kLanes) {
+    const int64_t row = rows > 1 ? 1 : 0;
+    for (int64_t i : {int64_t{0}, width / 2, width - 1}) b.Set(row * width + i, v);
+  } else {
+    for (int64_t i = 0; i < width; ++i) b.Set(2 * width + i, v);
+  }
+}
+
+// Every byte an op wrote, in a fixed order, to compare targets bitwise.
+using Bytes = std::vector<uint8_t>;
+void Append(Bytes* out, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  out->insert(out->end(), b, b + n);
+}
+void Append(Bytes* out, const Buffer& b) { Append(out, b.data(), b.size * SizeOf(b.dtype)); }
+
+bool IsNaNBits(DType t, const void* p) {
+  uint32_t u = 0;
+  std::memcpy(&u, p, SizeOf(t));
+  switch (t) {
+    case DType::kF32: return (u & 0x7FFFFFFFu) > 0x7F800000u;
+    case DType::kBF16: return (u & 0x7FFFu) > 0x7F80u;
+    default: return (u & 0x7FFFu) > 0x7C00u;
+  }
+}
+
+bool SignBit(DType t, const void* p) {
+  uint32_t u = 0;
+  std::memcpy(&u, p, SizeOf(t));
+  return (u >> (SizeOf(t) * 8 - 1)) & 1;
+}
+
+// NaN outputs must be NaN in the reference too, with the same sign; the
+// values themselves are checked by the ulp comparisons.
+std::string CompareNaNs(const Buffer& got, const Buffer& want) {
+  const size_t s = SizeOf(got.dtype);
+  for (size_t i = 0; i < got.size; ++i) {
+    const auto* g = static_cast<const uint8_t*>(got.data()) + i * s;
+    const auto* w = static_cast<const uint8_t*>(want.data()) + i * s;
+    const bool gn = IsNaNBits(got.dtype, g), wn = IsNaNBits(want.dtype, w);
+    if (gn != wn || (gn && SignBit(got.dtype, g) != SignBit(want.dtype, w))) {
+      return "element " + std::to_string(i) + ": got " + std::to_string(got.Get(i)) +
+             (SignBit(got.dtype, g) ? " (sign -)" : "") + ", reference " +
+             std::to_string(want.Get(i)) + (SignBit(want.dtype, w) ? " (sign -)" : "");
+    }
+  }
+  return "";
+}
+
+// Exact equality of every element with the reference (NaN: same sign).
+std::string CompareExact(const Buffer& got, const Buffer& want) {
+  const size_t s = SizeOf(got.dtype);
+  for (size_t i = 0; i < got.size; ++i) {
+    const auto* g = static_cast<const uint8_t*>(got.data()) + i * s;
+    const auto* w = static_cast<const uint8_t*>(want.data()) + i * s;
+    const bool gn = IsNaNBits(got.dtype, g), wn = IsNaNBits(want.dtype, w);
+    const bool same = gn || wn ? gn == wn && SignBit(got.dtype, g) == SignBit(want.dtype, w)
+                               : std::memcmp(g, w, s) == 0;
+    if (!same) {
+      return "element " + std::to_string(i) + ": got " + std::to_string(got.Get(i)) +
+             ", reference " + std::to_string(want.Get(i));
+    }
+  }
+  return "";
+}
+
+std::string CompareOracle(const ConstTensorView& x, const ConstTensorView& g,
+                          const Buffer& y, DType y_type, const NormOptions& opt) {
+  const auto yv = Contiguous<const void*>(y.data(), y_type, {x.rows(), x.width()});
+  const auto stats = test::CompareWithOracle(x, g, yv, opt, test::UlpLimit(y_type));
+  if (stats.over_limit > 0) return "oracle: " + stats.first_failure;
+  Buffer want(y_type, y.size);
+  reference::RmsNorm(x, g, Contiguous<void*>(want.data(), y_type, {x.rows(), x.width()}), opt);
+  const std::string nan = CompareNaNs(y, want);
+  return nan.empty() ? "" : "oracle NaN: " + nan;
+}
+
+// ---------------------------------------------------------------- the ops
+
+// One run of an op case: the inputs, the special and where it goes.
+struct Case {
+  Combo combo;
+  std::string input;   // which input holds the special value
+  float special;
+  Place place;
+  uint64_t seed;
+  // Quantised ops only.
+  DType q = DType::kI8;
+  bool dynamic = false;
+  float scale = 1.0f;
+};
+
+constexpr int64_t kRows = 3, kWidth = 37;
+
+// Runs the op on the current target; returns its output bytes and, in
+// *failure, the first disagreement with the reference ("" if none).
+using RunFn = std::function<Bytes(const Case&, std::string* failure)>;
+
+struct Op {
+  const char* name;
+  std::vector<std::string> inputs;
+  bool quantised;
+  RunFn run;
+};
+
+Bytes RunRmsNorm(const Case& c, std::string* failure) {
+  Rng rng(c.seed);
+  Buffer x(c.combo.t, kRows * kWidth), g(c.combo.w, kWidth), y(OutType(c.combo), kRows * kWidth);
+  Fill(x, rng, 1.0);
+  Fill(g, rng, 0.3, 1.0);
+  Inject(c.input == "x" ? x : g, c.input == "x" ? kRows : 1, kWidth, c.place, c.special);
+  NormOptions opt;
+  opt.rounding = c.combo.rounding;
+  const auto xv = Contiguous<const void*>(x.data(), x.dtype, {kRows, kWidth});
+  const auto gv = Contiguous<const void*>(g.data(), g.dtype, {kWidth});
+  RmsNorm(xv, gv, Contiguous<void*>(y.data(), y.dtype, {kRows, kWidth}), opt);
+  *failure = CompareOracle(xv, gv, y, y.dtype, opt);
+  Bytes out;
+  Append(&out, y);
+  return out;
+}
+
+Bytes RunAddRmsNorm(const Case& c, std::string* failure) {
+  Rng rng(c.seed);
+  const DType t = c.combo.t;
+  Buffer res(t, kRows * kWidth), delta(t, kRows * kWidth), g(c.combo.w, kWidth),
+      y(OutType(c.combo), kRows * kWidth);
+  Fill(res, rng, 1.0);
+  Fill(delta, rng, 0.5);
+  Fill(g, rng, 0.3, 1.0);
+  Buffer& target = c.input == "residual" ? res : c.input == "delta" ? delta : g;
+  Inject(target, c.input == "gamma" ? 1 : kRows, kWidth, c.place, c.special);
+  Buffer want_res = res, want_y = y;
+  AddNormOptions opt;
+  opt.rounding = c.combo.rounding;
+  const auto dv = Contiguous<const void*>(delta.data(), t, {kRows, kWidth});
+  const auto gv = Contiguous<const void*>(g.data(), g.dtype, {kWidth});
+  AddRmsNorm(Contiguous<void*>(res.data(), t, {kRows, kWidth}), dv, gv,
+             Contiguous<void*>(y.data(), y.dtype, {kRows, kWidth}), opt);
+  reference::AddRmsNorm(Contiguous<void*>(want_res.data(), t, {kRows, kWidth}), dv, gv,
+                        Contiguous<void*>(want_y.data(), y.dtype, {kRows, kWidth}), opt);
+  // The stored sum is one float32 add, rounded once: exact. y is RmsNorm of
+  // that stored sum (normalize_rounded_sum).
+  *failure = CompareExact(res, want_res);
+  if (failure->empty()) {
+    *failure = CompareOracle(Contiguous<const void*>(res.data(), t, {kRows, kWidth}), gv, y,
+                             y.dtype, opt);
+  }
+  if (!failure->empty()) *failure = "AddRmsNorm " + *failure;
+  Bytes out;
+  Append(&out, res);
+  Append(&out, y);
+  return out;
+}
+
+// Quantised outputs: the library's own y (checked above against the oracle)
+// through the reference quantisers and DynamicScale.
+std::string CompareQuant(const Case& c, const Buffer& y, const std::vector<uint8_t>& q,
+                         const std::vector<float>& scales) {
+  std::vector<float> v(kWidth);
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t i = 0; i < kWidth; ++i) v[i] = static_cast<float>(y.Get(r * kWidth + i));
+    const float s = c.dynamic ? reference::DynamicScale(v.data(), kWidth, c.q) : c.scale;
+    if (c.dynamic && std::memcmp(&s, &scales[r], 4) != 0) {
+      return "scale of row " + std::to_string(r) + ": got " + std::to_string(scales[r]) +
+             ", reference " + std::to_string(s);
+    }
+    for (int64_t i = 0; i < kWidth; ++i) {
+      const uint8_t want = c.q == DType::kI8
+                               ? static_cast<uint8_t>(reference::QuantizeI8(v[i], s))
+                               : reference::QuantizeE4M3(v[i], s);
+      if (q[r * kWidth + i] != want) {
+        char msg[160];
+        std::snprintf(msg, sizeof(msg), "row %lld col %lld: y=%g scale=%g q=0x%02X, reference 0x%02X",
+                      (long long)r, (long long)i, v[i], s, q[r * kWidth + i], want);
+        return msg;
+      }
+    }
+  }
+  return "";
+}
+
+QuantOptions MakeQuant(const Case& c, std::vector<float>* scales) {
+  QuantOptions qo;
+  qo.scaling = c.dynamic ? QuantScaling::kDynamicPerToken : QuantScaling::kStatic;
+  qo.scale = c.scale;
+  scales->assign(kRows, -1.0f);
+  qo.scales = scales->data();
+  qo.num_scales = kRows;
+  return qo;
+}
+
+// The dtype of the value quantised (quant.h).
+DType QuantValueType(const Combo& c) {
+  return c.rounding == Rounding::kCastThenScale ? Promote(c.w, c.t) : DType::kF32;
+}
+
+Bytes RunRmsNormQuant(const Case& c, std::string* failure) {
+  Rng rng(c.seed);
+  Buffer x(c.combo.t, kRows * kWidth), g(c.combo.w, kWidth),
+      y(QuantValueType(c.combo), kRows * kWidth);
+  Fill(x, rng, 1.0);
+  Fill(g, rng, 0.3, 1.0);
+  Inject(c.input == "x" ? x : g, c.input == "x" ? kRows : 1, kWidth, c.place, c.special);
+  NormOptions opt;
+  opt.rounding = c.combo.rounding;
+  const auto xv = Contiguous<const void*>(x.data(), x.dtype, {kRows, kWidth});
+  const auto gv = Contiguous<const void*>(g.data(), g.dtype, {kWidth});
+  RmsNorm(xv, gv, Contiguous<void*>(y.data(), y.dtype, {kRows, kWidth}), opt);
+  std::vector<uint8_t> q(kRows * kWidth, 0xAA);
+  std::vector<float> scales;
+  RmsNormQuant(xv, gv, Contiguous<void*>(q.data(), c.q, {kRows, kWidth}), MakeQuant(c, &scales),
+               opt);
+  *failure = CompareQuant(c, y, q, scales);
+  Bytes out;
+  Append(&out, q.data(), q.size());
+  Append(&out, scales.data(), scales.size() * 4);
+  return out;
+}
+
+Bytes RunAddRmsNormQuant(const Case& c, std::string* failure) {
+  Rng rng(c.seed);
+  const DType t = c.combo.t;
+  Buffer res(t, kRows * kWidth), delta(t, kRows * kWidth), g(c.combo.w, kWidth),
+      y(QuantValueType(c.combo), kRows * kWidth);
+  Fill(res, rng, 1.0);
+  Fill(delta, rng, 0.5);
+  Fill(g, rng, 0.3, 1.0);
+  Buffer& target = c.input == "residual" ? res : c.input == "delta" ? delta : g;
+  Inject(target, c.input == "gamma" ? 1 : kRows, kWidth, c.place, c.special);
+  Buffer res_y = res;
+  AddNormOptions opt;
+  opt.rounding = c.combo.rounding;
+  const auto dv = Contiguous<const void*>(delta.data(), t, {kRows, kWidth});
+  const auto gv = Contiguous<const void*>(g.data(), g.dtype, {kWidth});
+  AddRmsNorm(Contiguous<void*>(res_y.data(), t, {kRows, kWidth}), dv, gv,
+             Contiguous<void*>(y.data(), y.dtype, {kRows, kWidth}), opt);
+  std::vector<uint8_t> q(kRows * kWidth, 0xAA);
+  std::vector<float> scales;
+  AddRmsNormQuant(Contiguous<void*>(res.data(), t, {kRows, kWidth}), dv, gv,
+                  Contiguous<void*>(q.data(), c.q, {kRows, kWidth}), MakeQuant(c, &scales), opt);
+  *failure = CompareExact(res, res_y);
+  if (failure->empty()) *failure = CompareQuant(c, y, q, scales);
+  Bytes out;
+  Append(&out, res);
+  Append(&out, q.data(), q.size());
+  Append(&out, scales.data(), scales.size() * 4);
+  return out;
+}
+
+// QkNorm of 2 q heads, 1 k head and 1 v head of 16 in a padded row, with
+// RoPE over 10 dims (rotary_dim < head_dim, as GLM's partial RoPE).
+Bytes RunQkNorm(const Case& c, std::string* failure) {
+  const QkHeads h{2, 1, 1, 16};
+  const int64_t tokens = kRows, width = 4 * 16, stride = width + 3, half = 5;
+  const bool rope_on = c.input == "cos" || c.input == "sin" || c.input.ends_with("+rope");
+  Rng rng(c.seed);
+  const DType o = OutType(c.combo);
+  Buffer in(c.combo.t, tokens * stride), qg(c.combo.w, 16), kg(c.combo.w, 16),
+      out(o, tokens * stride), normed(o, tokens * stride);
+  Fill(in, rng, 1.0);
+  Fill(qg, rng, 0.3, 1.0);
+  Fill(kg, rng, 0.3, 1.0);
+  Buffer cos(DType::kF32, tokens * half), sin(DType::kF32, tokens * half);
+  for (size_t i = 0; i < cos.size; ++i) {
+    const double angle = rng.Normal();
+    cos.Set(i, std::cos(angle));
+    sin.Set(i, std::sin(angle));
+  }
+  const std::string input = c.input.substr(0, c.input.find('+'));
+  if (input == "qkv") {
+    // One token's q, k and v heads (lanes) or a whole token row.
+    for (int64_t i : {int64_t{0}, int64_t{21}, int64_t{47}, int64_t{55}}) {
+      if (c.place == Place::kLanes) in.Set(1 * stride + i, c.special);
+    }
+    if (c.place == Place::kWholeRow) {
+      for (int64_t i = 0; i < width; ++i) in.Set(2 * stride + i, c.special);
+    }
+  } else if (input == "q_gamma" || input == "k_gamma") {
+    Inject(input == "q_gamma" ? qg : kg, 1, 16, c.place, c.special);
+  } else {
+    Inject(input == "cos" ? cos : sin, tokens, half, c.place, c.special);
+  }
+  NormOptions opt;
+  opt.rounding = c.combo.rounding;
+  for (size_t i = 0; i < out.size; ++i) out.Set(i, -7.0), normed.Set(i, -7.0);
+  const auto inv = Rows<const void*>(in.data(), in.dtype, tokens, width, stride);
+  const auto qgv = Contiguous<const void*>(qg.data(), qg.dtype, {16});
+  const auto kgv = Contiguous<const void*>(kg.data(), kg.dtype, {16});
+  Rope rope;
+  if (rope_on) {
+    rope.rotary_dim = 2 * half;
+    rope.cos = Contiguous<const void*>(cos.data(), DType::kF32, {tokens, half});
+    rope.sin = Contiguous<const void*>(sin.data(), DType::kF32, {tokens, half});
+  }
+  QkNorm(inv, Rows<void*>(out.data(), o, tokens, width, stride), h, qgv, kgv, opt, rope);
+  QkNorm(inv, Rows<void*>(normed.data(), o, tokens, width, stride), h, qgv, kgv, opt);
+  // The norm: each head against the oracle, as [tokens, heads, 16] views.
+  for (int which = 0; which < 2 && failure->empty(); ++which) {
+    ConstTensorView xv, yv;
+    for (auto* v : {&xv, &yv}) {
+      v->rank = 3;
+      v->shape[0] = tokens;
+      v->shape[1] = which == 0 ? 2 : 1;
+      v->shape[2] = 16;
+      v->stride[0] = stride;
+      v->stride[1] = 16;
+      v->stride[2] = 1;
+    }
+    xv.dtype = in.dtype;
+    xv.data = static_cast<const char*>(in.data()) + (which == 0 ? 0 : 32) * SizeOf(in.dtype);
+    yv.dtype = o;
+    yv.data = static_cast<const char*>(normed.data()) + (which == 0 ? 0 : 32) * SizeOf(o);
+    const auto stats = test::CompareWithOracle(xv, which == 0 ? qgv : kgv, yv, opt,
+                                               test::UlpLimit(o));
+    if (stats.over_limit > 0) *failure = "QkNorm oracle: " + stats.first_failure;
+  }
+  // v and the row padding are untouched; RoPE is the float32 rotation of
+  // the stored normalised values, rounded once (qk_norm.h), or a copy.
+  Buffer want = normed;
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 48; i < stride; ++i) want.Set(t * stride + i, -7.0);
+    if (!rope_on) continue;
+    for (int64_t head = 0; head < 3; ++head) {
+      const int64_t base = t * stride + head * 16;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = static_cast<float>(normed.Get(base + i));
+        const float b = static_cast<float>(normed.Get(base + i + half));
+        const float cs = static_cast<float>(cos.Get(t * half + i));
+        const float sn = static_cast<float>(sin.Get(t * half + i));
+        const float ac = a * cs, bs = b * sn, bc = b * cs, as = a * sn;
+        want.Set(base + i, ac - bs);
+        want.Set(base + i + half, bc + as);
+      }
+    }
+  }
+  if (failure->empty()) *failure = CompareExact(out, want);
+  Bytes bytes;
+  Append(&bytes, out);
+  return bytes;
+}
+
+const Op kOps[] = {
+    {"RmsNorm", {"x", "gamma"}, false, RunRmsNorm},
+    {"AddRmsNorm", {"residual", "delta", "gamma"}, false, RunAddRmsNorm},
+    {"QkNorm", {"qkv", "q_gamma", "k_gamma", "qkv+rope", "q_gamma+rope", "cos", "sin"}, false,
+     RunQkNorm},
+    {"RmsNormQuant", {"x", "gamma"}, true, RunRmsNormQuant},
+    {"AddRmsNormQuant", {"residual", "delta", "gamma"}, true, RunAddRmsNormQuant},
+};
+
+struct QuantMode {
+  DType q;
+  bool dynamic;
+  float scale;
+};
+const QuantMode kQuantModes[] = {
+    {DType::kI8, true, 1.0f},   {DType::kF8E4M3, true, 1.0f},
+    {DType::kI8, false, 1.0f},  {DType::kF8E4M3, false, 1.0f},
+    {DType::kF8E4M3, false, 1e-3f},  // pushes y into saturation
+};
+
+class SpecialValues : public ::testing::TestWithParam<int> {};
+
+// Runs every case of one op on every target; compares targets bitwise and
+// each target with the reference.
+TEST_P(SpecialValues, SameBitsOnEveryTargetAndAsReference) {
+  const Op& op = kOps[GetParam()];
+  const uint64_t seed = test::Seed();
+  std::vector<Case> cases;
+  for (const Combo& combo : Combos()) {
+    for (const std::string& input : op.inputs) {
+      for (const Special& s : kSpecials) {
+        for (Place place : {Place::kLanes, Place::kWholeRow}) {
+          const bool table = input.find("gamma") != std::string::npos || input == "cos" ||
+                             input == "sin";
+          if (table && place == Place::kWholeRow) continue;  // one placement for 1-D inputs
+          Case c{combo, input, s.value, place, seed + cases.size()};
+          if (!op.quantised) {
+            cases.push_back(c);
+            continue;
+          }
+          for (const QuantMode& m : kQuantModes) {
+            c.q = m.q;
+            c.dynamic = m.dynamic;
+            c.scale = m.scale;
+            cases.push_back(c);
+          }
+        }
+      }
+    }
+  }
+  std::map<size_t, Bytes> first;  // case index -> bytes of the first target
+  std::map<size_t, std::string> first_target;
+  int64_t mismatches = 0, wrong = 0;
+  std::string targets;
+  test::ForEachTarget([&](const char* target) {
+    targets += std::string(" ") + target;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      std::string failure;
+      const Bytes bytes = op.run(c, &failure);
+      std::string special;
+      for (const Special& s : kSpecials) {
+        if (std::memcmp(&s.value, &c.special, 4) == 0) special = s.name;
+      }
+      const std::string what = std::string(op.name) + " " + target + " " + ComboName(c.combo) +
+                               " " + c.input + "=" + special +
+                               (c.place == Place::kWholeRow ? " (whole row)" : " (3 lanes)") +
+                               (op.quantised ? std::string(" q=") + std::string(Name(c.q)) +
+                                                   (c.dynamic ? " dynamic" : " static")
+                                             : "");
+      if (!failure.empty() && wrong++ < 10) ADD_FAILURE() << what << ": " << failure;
+      auto it = first.find(i);
+      if (it == first.end()) {
+        first[i] = bytes;
+        first_target[i] = target;
+      } else if (it->second != bytes && mismatches++ < 10) {
+        ADD_FAILURE() << what << ": output bits differ from target " << first_target[i];
+      }
+    }
+  });
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(wrong, 0);
+  std::printf("%s: %zu cases on each of%s\n", op.name, cases.size(), targets.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, SpecialValues,
+                         ::testing::Range(0, static_cast<int>(std::size(kOps))),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(kOps[info.param].name);
+                         });
+
+// The examples of the fault report: x f32 [[1, 2, NaN, 4..8], [1, 2, +inf,
+// 4..8]], gamma ones, e4m3 with a static scale 1.
+TEST(SpecialValuesExample, NaNAndInfRowsGiveTheDocumentedE4M3Codes) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {1, 2, nan, 4, 5, 6, 7, 8, 1, 2, kInf, 4, 5, 6, 7, 8};
+  const std::vector<float> g(8, 1.0f);
+  test::ForEachTarget([&](const char* target) {
+    std::vector<uint8_t> q(16, 0xAA);
+    QuantOptions qo;
+    qo.scaling = QuantScaling::kStatic;
+    qo.scale = 1.0f;
+    RmsNormQuant(Contiguous<const void*>(x.data(), DType::kF32, {2, 8}),
+                 Contiguous<const void*>(g.data(), DType::kF32, {8}),
+                 Contiguous<void*>(q.data(), DType::kF8E4M3, {2, 8}), qo);
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(q[i], 0x7F) << target << " row 0 lane " << i;
+    // Row 1: r = 1/sqrt(inf) = 0, so inf * 0 = NaN (x86's default NaN is
+    // negative) and every finite lane is +0.
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(q[8 + i], i == 2 ? 0xFF : 0x00) << target << " row 1 lane " << i;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace glmnorm
