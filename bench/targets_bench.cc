@@ -24,13 +24,13 @@ void BM_RmsNorm(benchmark::State& state, int64_t target, DType dtype, int64_t ro
   void* y = bf16 ? static_cast<void*>(y16.data()) : y32.data();
   const void* g = bf16 ? static_cast<const void*>(g16.data()) : g32.data();
   const glmnorm::Executor serial = glmnorm::SerialExecutor();
-  glmnorm::NormOptions opt;
-  opt.executor = &serial;
+  glmnorm::Execution on_caller;
+  on_caller.executor = &serial;
   const auto xv = glmnorm::Contiguous<const void*>(x, dtype, {rows, width});
   const auto gv = glmnorm::Contiguous<const void*>(g, dtype, {width});
   const auto yv = glmnorm::Contiguous<void*>(y, dtype, {rows, width});
   for (auto _ : state) {
-    glmnorm::RmsNorm(xv, gv, yv, opt);
+    glmnorm::RmsNorm(xv, gv, yv, {}, on_caller);
     benchmark::ClobberMemory();
   }
   const int64_t bytes = rows * width * 2 * int64_t(glmnorm::SizeOf(dtype));

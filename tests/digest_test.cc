@@ -21,7 +21,7 @@
 
 #include "glmnorm/glmnorm.h"
 #include "glmnorm/quant.h"
-#include "test_util.h"
+#include "support/test_support.h"
 
 #ifndef GLMNORM_TEST_DATA
 #error "GLMNORM_TEST_DATA must point at tests/data"
@@ -128,8 +128,7 @@ std::map<std::string, uint64_t> ComputeDigests() {
           qo.scaling = dynamic ? QuantScaling::kDynamicPerToken : QuantScaling::kStatic;
           qo.scale = 0.037f;
           std::vector<float> scales(rows, -1.0f);
-          qo.scales = scales.data();
-          qo.num_scales = rows;
+          qo.scales = Contiguous<void*>(scales.data(), DType::kF32, {rows});
           std::vector<uint8_t> q(n);
           RmsNormQuant(xv, gv, Contiguous<void*>(q.data(), qt, {rows, width}), qo, opt);
           const std::string extra =
@@ -169,7 +168,7 @@ std::map<std::string, uint64_t> ComputeDigests() {
         rope.rotary_dim = 2 * half;
         rope.cos = Contiguous<const void*>(cos.data(), DType::kF32, {16, half});
         rope.sin = Contiguous<const void*>(sin.data(), DType::kF32, {16, half});
-        rope.positions = positions;
+        rope.positions = Contiguous<const void*>(positions, DType::kI64, {tokens});
       }
       Buffer out(OutType(c), tokens * stride);
       QkNorm(Rows<const void*>(in.data(), c.t, tokens, width, stride),

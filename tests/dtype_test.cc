@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "glmnorm/dtype.h"
-#include "reference.h"
-#include "test_util.h"
+#include "reference/reference.h"
+#include "support/test_support.h"
 
 namespace glmnorm {
 namespace {

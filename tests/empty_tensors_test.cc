@@ -46,8 +46,7 @@ struct Args {
   QuantOptions Dynamic() {
     QuantOptions o;
     o.scaling = QuantScaling::kDynamicPerToken;
-    o.scales = Ptr(scales);
-    o.num_scales = rows;
+    o.scales = Contiguous<void*>(Ptr(scales), DType::kF32, {rows});
     return o;
   }
 };

@@ -20,8 +20,8 @@
 
 #include "glmnorm/glmnorm.h"
 #include "glmnorm/quant.h"
-#include "reference.h"
-#include "test_util.h"
+#include "reference/reference.h"
+#include "support/test_support.h"
 
 namespace glmnorm {
 namespace {
@@ -293,8 +293,7 @@ QuantOptions MakeQuant(const Case& c, std::vector<float>* scales) {
   qo.scaling = c.dynamic ? QuantScaling::kDynamicPerToken : QuantScaling::kStatic;
   qo.scale = c.scale;
   scales->assign(kRows, -1.0f);
-  qo.scales = scales->data();
-  qo.num_scales = kRows;
+  qo.scales = Contiguous<void*>(scales->data(), DType::kF32, {kRows});
   return qo;
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
-#include "test_util.h"
+#include "support/test_support.h"
 
 namespace glmnorm {
 namespace {
@@ -40,9 +40,9 @@ TEST(Threading, CallerExecutorRunsTheWork) {
   Executor exec;
   exec.run = CountingExecutor::Run;
   exec.ctx = &counter;
-  NormOptions opt;
-  opt.executor = &exec;
-  RmsNorm(xv, gv, Contiguous<void*>(y.data(), DType::kBF16, {rows, width}), opt);
+  Execution where;
+  where.executor = &exec;
+  RmsNorm(xv, gv, Contiguous<void*>(y.data(), DType::kBF16, {rows, width}), {}, where);
   EXPECT_EQ(counter.calls, 1);
   EXPECT_GT(counter.tasks, 1);
   RmsNorm(xv, gv, Contiguous<void*>(ref.data(), DType::kBF16, {rows, width}));

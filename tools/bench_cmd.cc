@@ -12,7 +12,7 @@
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/glmnorm.h"
 #include "hwy/aligned_allocator.h"
-#include "reference.h"
+#include "reference/reference.h"
 
 namespace glmnorm::tools {
 

@@ -12,8 +12,8 @@
 #include "glmnorm/quant.h"
 #include "glmnorm/rms_norm.h"
 #include "hwy/aligned_allocator.h"
-#include "parallel.h"
-#include "reference.h"
+#include "backend/cpu/cpu_backend.h"
+#include "reference/reference.h"
 
 namespace glmnorm::tools {
 
@@ -27,7 +27,7 @@ constexpr QkHeads kGlmHeads{96, 8, 8, 128};
 // over rows split over the same pool.
 void SeparateAdd(const TensorView& r, const ConstTensorView& d) {
   const int64_t rows = r.rows(), width = r.width();
-  ForEachRowRange(nullptr, rows, rows * width * 3 * int64_t(SizeOf(r.dtype)),
+  cpu::RunRows({}, {rows, rows * width * 3 * int64_t(SizeOf(r.dtype))},
                   [&](int64_t b, int64_t e) {
                     for (int64_t row = b; row < e; ++row) {
                       const int64_t off = row * width;
@@ -118,8 +118,7 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
           const auto qv = Contiguous<void*>(q->data(), DType::kF8E4M3, {tokens, kHidden});
           c.model_bytes = tokens * kHidden * (3 * sz + 1) + kHidden * sz + tokens * 4;
           QuantOptions qo;
-          qo.scales = scales->data();
-          qo.num_scales = tokens;
+          qo.scales = Contiguous<void*>(scales->data(), DType::kF32, {tokens});
           c.run = [rv, dv, gv, qv, qo] { AddRmsNormQuant(rv, AsConst(dv), gv, qv, qo); };
         }
         cases.push_back(std::move(c));
@@ -136,8 +135,7 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
         const auto gv = Contiguous<const void*>(g->data(), t, {kHidden});
         const auto qv = Contiguous<void*>(q->data(), DType::kF8E4M3, {tokens, kHidden});
         QuantOptions qo;
-        qo.scales = scales->data();
-        qo.num_scales = tokens;
+        qo.scales = Contiguous<void*>(scales->data(), DType::kF32, {tokens});
         BenchCase c = base("rms_norm_quant", hidden_shape, tokens, kHidden);
         c.model_bytes = tokens * kHidden * (sz + 1) + kHidden * sz + tokens * 4;
         c.run = [xv, gv, qv, qo] { RmsNormQuant(xv, gv, qv, qo); };
@@ -178,7 +176,7 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
           r.rotary_dim = static_cast<int>(rot);
           r.cos = Contiguous<const void*>(cs->data(), DType::kF32, {positions, half});
           r.sin = Contiguous<const void*>(sn->data(), DType::kF32, {positions, half});
-          r.positions = pos->data();
+          r.positions = Contiguous<const void*>(pos->data(), DType::kI64, {tokens});
         }
         BenchCase c = base(name,
                            std::to_string(tokens) + "x" + std::to_string(qk_heads) + "x" +

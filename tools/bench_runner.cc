@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "glmnorm/error.h"
-#include "glmnorm/threading.h"
-#include "parallel.h"
-#include "reference.h"
+#include "glmnorm/execution.h"
+#include "backend/cpu/cpu_backend.h"
+#include "reference/reference.h"
 
 namespace glmnorm::tools {
 
@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 void ParallelCopy(char* dst, const char* src, int64_t bytes) {
   constexpr int64_t kBlock = 64 * 1024;
   const int64_t blocks = (bytes + kBlock - 1) / kBlock;
-  ForEachRowRange(nullptr, blocks, 2 * bytes, [&](int64_t b0, int64_t b1) {
+  cpu::RunRows({}, {blocks, 2 * bytes}, [&](int64_t b0, int64_t b1) {
     const int64_t begin = b0 * kBlock, end = std::min(bytes, b1 * kBlock);
     std::memcpy(dst + begin, src + begin, static_cast<size_t>(end - begin));
   });

@@ -11,7 +11,8 @@
 #ifndef GLMNORM_ADD_RMS_NORM_H_
 #define GLMNORM_ADD_RMS_NORM_H_
 
-#include "glmnorm/rms_norm.h"
+#include "glmnorm/base.h"
+#include "glmnorm/execution.h"
 
 namespace glmnorm {
 
@@ -23,7 +24,7 @@ struct AddNormOptions : NormOptions {
 // In cast-then-scale mode the norm's input dtype T is residual's dtype.
 void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
                 const ConstTensorView& gamma, const TensorView& y,
-                const AddNormOptions& options = {});
+                const AddNormOptions& options = {}, const Execution& execution = {});
 
 }  // namespace glmnorm
 

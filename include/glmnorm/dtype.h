@@ -9,16 +9,20 @@
 
 namespace glmnorm {
 
-// kI8 and kF8E4M3 (OCP e4m3fn) are output types of the quantising norms only.
-enum class DType : uint8_t { kF32, kBF16, kF16, kI8, kF8E4M3 };
+// kI8 and kF8E4M3 (OCP e4m3fn) are output types of the quantising norms
+// only; kI64 is the dtype of index arrays (RoPE positions).
+enum class DType : uint8_t { kF32, kBF16, kF16, kI8, kF8E4M3, kI64 };
 
 constexpr size_t SizeOf(DType t) {
-  return t == DType::kF32 ? 4 : (t == DType::kBF16 || t == DType::kF16) ? 2 : 1;
+  return t == DType::kI64 ? 8
+         : t == DType::kF32 ? 4
+         : (t == DType::kBF16 || t == DType::kF16) ? 2
+                                                    : 1;
 }
 constexpr bool IsFloatActivation(DType t) {
   return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16;
 }
-std::string_view Name(DType t);  // "f32", "bf16", "f16", "i8", "f8e4m3"
+std::string_view Name(DType t);  // "f32", "bf16", "f16", "i8", "f8e4m3", "i64"
 
 // PyTorch's result dtype of (weight W) * (activation T): equal types stay,
 // any mix promotes to f32 (bf16 x f16 -> f32 too).

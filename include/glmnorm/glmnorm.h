@@ -3,6 +3,7 @@
 #define GLMNORM_GLMNORM_H_
 
 #include "glmnorm/add_rms_norm.h"
+#include "glmnorm/base.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/decoder.h"
 #include "glmnorm/dtype.h"
@@ -12,6 +13,6 @@
 #include "glmnorm/rms_norm.h"
 #include "glmnorm/safetensors.h"
 #include "glmnorm/tensor.h"
-#include "glmnorm/threading.h"
+#include "glmnorm/execution.h"
 
 #endif  // GLMNORM_GLMNORM_H_

@@ -11,14 +11,22 @@
 //   out[i] = a*cos[i] - b*sin[i];  out[i + rotary_dim/2] = b*cos[i] + a*sin[i]
 // where h is the normalised head as RmsNorm would store it (rounded to
 // the output dtype), the rotation is computed in float32 and rounded once.
-// cos and sin are f32 [positions, rotary_dim/2]; token t uses row
-// positions[t] (or row t when positions is null).
+// cos and sin are f32 [positions, rotary_dim/2] (any row stride); token t
+// uses row positions[t] (i64 [tokens], any stride), or row t when no
+// positions are given (positions.rank == 0).
+//
+// Errors (glmnorm::Error, nothing written): bad heads, strides, gammas,
+// dtypes or tables, a position out of range. 0 tokens is a no-op (null
+// pointers allowed). Semantics: Transformers' Glm4MoeAttention applies
+// q_norm / k_norm (Glm4MoeRMSNorm over head_dim) before apply_rotary_pos_emb
+// with partial_rotary_factor 0.5 (docs/SPEC.md §3).
 #ifndef GLMNORM_QK_NORM_H_
 #define GLMNORM_QK_NORM_H_
 
 #include <cstdint>
 
-#include "glmnorm/rms_norm.h"
+#include "glmnorm/base.h"
+#include "glmnorm/execution.h"
 
 namespace glmnorm {
 
@@ -33,13 +41,14 @@ struct Rope {
   int rotary_dim = 0;  // 0: no RoPE; else even and <= head_dim
   ConstTensorView cos;  // f32 [positions, rotary_dim/2]
   ConstTensorView sin;  // f32 [positions, rotary_dim/2]
-  const int64_t* positions = nullptr;  // tokens entries, or null
+  ConstTensorView positions;  // i64 [tokens]; rank 0 (the default): token t uses row t
 };
 
 // qkv_in and qkv_out: 2-D views [tokens, full QKV width] of the same dtype.
 void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHeads& heads,
             const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
-            const NormOptions& options = {}, const Rope& rope = {});
+            const NormOptions& options = {}, const Rope& rope = {},
+            const Execution& execution = {});
 
 }  // namespace glmnorm
 

@@ -42,7 +42,8 @@
 #include <cstdint>
 
 #include "glmnorm/add_rms_norm.h"
-#include "glmnorm/rms_norm.h"
+#include "glmnorm/base.h"
+#include "glmnorm/execution.h"
 
 namespace glmnorm {
 
@@ -51,21 +52,24 @@ enum class QuantScaling : uint8_t { kStatic, kDynamicPerToken };
 struct QuantOptions {
   QuantScaling scaling = QuantScaling::kDynamicPerToken;
   float scale = 1.0f;           // kStatic: the per-tensor scale (finite, > 0)
-  float* scales = nullptr;      // kDynamicPerToken: rows() scales, row order
-  int64_t num_scales = 0;       // length of scales; must be >= rows()
+  // kDynamicPerToken: f32 [rows] or [rows, 1] (any row stride), written in
+  // row order. May be empty (null) when the tensor has no elements.
+  TensorView scales;
 };
 
 // q = Quant(RmsNorm(x)). q: same shape as x, dtype kI8 or kF8E4M3, must not
 // overlap x.
 void RmsNormQuant(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& q,
-                  const QuantOptions& quant, const NormOptions& options = {});
+                  const QuantOptions& quant, const NormOptions& options = {},
+                  const Execution& execution = {});
 
 // residual <- R(residual + delta); q = Quant(RmsNorm(residual)) (see
 // add_rms_norm.h for the add and normalize_rounded_sum). q must not overlap
 // residual or delta.
 void AddRmsNormQuant(const TensorView& residual, const ConstTensorView& delta,
                      const ConstTensorView& gamma, const TensorView& q,
-                     const QuantOptions& quant, const AddNormOptions& options = {});
+                     const QuantOptions& quant, const AddNormOptions& options = {},
+                     const Execution& execution = {});
 
 }  // namespace glmnorm
 

@@ -12,37 +12,16 @@
 #ifndef GLMNORM_RMS_NORM_H_
 #define GLMNORM_RMS_NORM_H_
 
-#include "glmnorm/dtype.h"
-#include "glmnorm/tensor.h"
-#include "glmnorm/threading.h"
+#include "glmnorm/base.h"
+#include "glmnorm/execution.h"
 
 namespace glmnorm {
-
-constexpr float kGlmRmsNormEps = 1e-5f;  // rms_norm_eps of GLM-4.5 and -Air
-
-enum class Rounding : uint8_t {
-  // Reference op order: cast x*r to x's dtype, then multiply by gamma in the
-  // promoted dtype of (gamma, x). y's dtype must be Promote(gamma, x).
-  kCastThenScale,
-  // Multiply x*r*gamma in float32 and round once to y's dtype, which must be
-  // x's dtype or f32.
-  kSingle,
-};
-
-struct NormOptions {
-  float eps = kGlmRmsNormEps;  // added inside the sqrt; finite and >= 0
-  Rounding rounding = Rounding::kCastThenScale;
-  // 0 for plain RMSNorm, 1 for Gemma-style (1 + gamma). Added in float32.
-  float weight_offset = 0.0f;
-  // nullptr: the default pool (see threading.h). Otherwise the caller's own.
-  const Executor* executor = nullptr;
-};
 
 // y = RMSNorm(x) over the last dim. gamma is 1-D of length width. x and y
 // have the same shape; y may be x (in place) but must not overlap it
 // otherwise. Throws glmnorm::Error (nothing written) on invalid arguments.
 void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& y,
-             const NormOptions& options = {});
+             const NormOptions& options = {}, const Execution& execution = {});
 
 // Checks the arguments like RmsNorm does, without computing. Throws on error.
 void ValidateRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma,

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "glmnorm/rms_norm.h"
-#include "golden_data.h"
+#include "support/golden_data.h"
 
 namespace glmnorm::golden {
 namespace {

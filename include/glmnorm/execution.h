@@ -1,0 +1,40 @@
+// Where the work of a call runs: every op takes an optional Execution as its
+// last argument. The maths (eps, rounding) is in NormOptions (base.h).
+//
+// By default a call splits its rows over a process-wide pool of persistent
+// worker threads (created once, on first use; never per call). Small inputs
+// run on the calling thread. Callers that own their threads pass an Executor.
+#ifndef GLMNORM_EXECUTION_H_
+#define GLMNORM_EXECUTION_H_
+
+#include <cstddef>
+
+namespace glmnorm {
+
+// Runs task(task_ctx, i) for every i in [0, num_tasks), on any threads, and
+// returns when all have finished. Plain function pointers: no allocation.
+struct Executor {
+  using Task = void (*)(void* task_ctx, size_t i);
+  void (*run)(void* executor_ctx, size_t num_tasks, Task task, void* task_ctx) = nullptr;
+  void* ctx = nullptr;
+};
+
+// Where one call runs. Today: the CPU, on the default pool or the caller's
+// executor. A device backend (CUDA) will add its device and stream here.
+struct Execution {
+  // nullptr: the default pool. Otherwise the caller's own; must outlive the call.
+  const Executor* executor = nullptr;
+};
+
+// Number of threads (caller included) the default pool uses. Defaults to the
+// hardware concurrency. Setting it swaps in a new pool; calls in flight finish
+// on the old one. n < 1 is an error (glmnorm::Error).
+void SetNumThreads(int n);
+int NumThreads();
+
+// An Executor that runs every task on the calling thread.
+Executor SerialExecutor();
+
+}  // namespace glmnorm
+
+#endif  // GLMNORM_EXECUTION_H_

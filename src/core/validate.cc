@@ -1,0 +1,215 @@
+#include "core/validate.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <sstream>
+
+#include "core/format_number.h"
+#include "glmnorm/error.h"
+
+namespace glmnorm::validate {
+
+void Fail(const char* fn, const std::string& what) {
+  throw Error(std::string(fn) + ": " + what);
+}
+
+std::string ShapeString(const int64_t* shape, int rank) {
+  std::ostringstream s;
+  s << "[";
+  for (int i = 0; i < rank && i < kMaxRank; ++i) s << (i ? ", " : "") << shape[i];
+  s << "]";
+  return s.str();
+}
+
+template <typename Ptr>
+void View(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
+  const std::string n(name);
+  if (v.rank < 1 || v.rank > kMaxRank) {
+    Fail(fn, n + ".rank must be 1.." + std::to_string(kMaxRank) + ", got " +
+                 std::to_string(v.rank));
+  }
+  for (int i = 0; i < v.rank; ++i) {
+    if (v.shape[i] < 0) {
+      Fail(fn, n + ".shape[" + std::to_string(i) + "] must be >= 0, got " +
+                   std::to_string(v.shape[i]));
+    }
+  }
+  if (Empty(v)) return;  // no element is addressed: any pointer and strides
+  // Element count and the span of element offsets, checked for overflow
+  // before anything multiplies them (rows() does not check).
+  int64_t elements = 1, span = 0;
+  for (int i = 0; i < v.rank; ++i) {
+    int64_t reach = 0;
+    const int64_t stride = v.stride[i] < 0 ? -v.stride[i] : v.stride[i];
+    if (v.stride[i] == INT64_MIN || __builtin_mul_overflow(elements, v.shape[i], &elements) ||
+        elements > kMaxElements || __builtin_mul_overflow(v.shape[i] - 1, stride, &reach) ||
+        __builtin_add_overflow(span, reach, &span) || span > kMaxElements) {
+      Fail(fn, n + " shape " + ShapeString(v.shape, v.rank) + " with strides " +
+                   ShapeString(v.stride, v.rank) + " spans more than 2^59 elements");
+    }
+  }
+  if (v.data == nullptr) {
+    Fail(fn, n + ".data is null but " + n + " has shape " + ShapeString(v.shape, v.rank));
+  }
+}
+template void View(const char*, const char*, const TensorView&);
+template void View(const char*, const char*, const ConstTensorView&);
+
+template <typename Ptr>
+void Activation(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
+  const std::string n(name);
+  View(fn, name, v);
+  if (v.stride[v.rank - 1] != 1 && !Empty(v)) {
+    Fail(fn, n + ".stride[" + std::to_string(v.rank - 1) +
+                 "] (last dim) must be 1 (contiguous), got " +
+                 std::to_string(v.stride[v.rank - 1]));
+  }
+  if (!IsFloatActivation(v.dtype)) {
+    Fail(fn, n + ".dtype must be f32, bf16 or f16, got " + std::string(Name(v.dtype)));
+  }
+  if (reinterpret_cast<uintptr_t>(v.data) % SizeOf(v.dtype) != 0) {
+    Fail(fn, n + ".data must be aligned to " + std::to_string(SizeOf(v.dtype)) + " bytes for " +
+                 std::string(Name(v.dtype)));
+  }
+}
+template void Activation(const char*, const char*, const TensorView&);
+template void Activation(const char*, const char*, const ConstTensorView&);
+
+void Gamma(const char* fn, const char* name, const ConstTensorView& g, int64_t width) {
+  const std::string n(name);
+  if (g.rank != 1) Fail(fn, n + " must be 1-D, got rank " + std::to_string(g.rank));
+  if (g.shape[0] != width) {
+    Fail(fn, n + " length must equal the width " + std::to_string(width) + ", got " +
+                 std::to_string(g.shape[0]));
+  }
+  if (g.stride[0] != 1 && width > 0) {
+    Fail(fn, n + ".stride[0] must be 1 (contiguous), got " + std::to_string(g.stride[0]));
+  }
+  if (!IsFloatActivation(g.dtype)) {
+    Fail(fn, n + ".dtype must be f32, bf16 or f16, got " + std::string(Name(g.dtype)));
+  }
+  if (g.data == nullptr && width > 0) {
+    Fail(fn, n + ".data is null but width is " + std::to_string(width));
+  }
+  if (reinterpret_cast<uintptr_t>(g.data) % SizeOf(g.dtype) != 0) {
+    Fail(fn, n + ".data must be aligned to " + std::to_string(SizeOf(g.dtype)) + " bytes");
+  }
+}
+
+template <typename Pa, typename Pb>
+void SameShape(const char* fn, const char* a_name, const BasicTensorView<Pa>& a,
+               const char* b_name, const BasicTensorView<Pb>& b) {
+  bool same = a.rank == b.rank;
+  for (int i = 0; same && i < a.rank; ++i) same = a.shape[i] == b.shape[i];
+  if (!same) {
+    Fail(fn, std::string(b_name) + " shape must equal " + a_name + " shape " +
+                 ShapeString(a.shape, a.rank) + ", got " + ShapeString(b.shape, b.rank));
+  }
+}
+template void SameShape(const char*, const char*, const ConstTensorView&, const char*,
+                        const TensorView&);
+template void SameShape(const char*, const char*, const TensorView&, const char*,
+                        const ConstTensorView&);
+template void SameShape(const char*, const char*, const TensorView&, const char*,
+                        const TensorView&);
+
+void Options(const char* fn, const NormOptions& o) {
+  if (!std::isfinite(o.eps) || o.eps < 0.0f) {
+    Fail(fn, "eps must be finite and >= 0 (GLM-4.5: 1e-5), got " + ShortestString(o.eps));
+  }
+  if (!std::isfinite(o.weight_offset)) {
+    Fail(fn, "weight_offset must be finite (0 or 1), got " + ShortestString(o.weight_offset));
+  }
+  if (o.rounding != Rounding::kCastThenScale && o.rounding != Rounding::kSingle) {
+    Fail(fn, "rounding must be kCastThenScale or kSingle");
+  }
+}
+
+void OutputDType(const char* fn, const char* y_name, DType y, DType w, DType t,
+                 Rounding rounding) {
+  if (rounding == Rounding::kSingle && y != t && y != DType::kF32) {
+    Fail(fn, std::string(y_name) + ".dtype must be the input dtype " + std::string(Name(t)) +
+                 " or f32 in single-rounding mode, got " + std::string(Name(y)));
+  }
+  if (rounding == Rounding::kCastThenScale && y != Promote(w, t)) {
+    Fail(fn, std::string(y_name) + ".dtype must be " + std::string(Name(Promote(w, t))) +
+                 " in cast-then-scale mode (PyTorch's promotion of gamma " +
+                 std::string(Name(w)) + " with input " + std::string(Name(t)) + "), got " +
+                 std::string(Name(y)));
+  }
+}
+
+namespace {
+
+// Byte range [begin, end) that a view touches.
+template <typename Ptr>
+void Extent(const BasicTensorView<Ptr>& v, uintptr_t* begin, uintptr_t* end) {
+  const auto base = reinterpret_cast<uintptr_t>(v.data);
+  int64_t last = 0;
+  for (int i = 0; i < v.rank; ++i) {
+    if (v.shape[i] == 0) {
+      *begin = *end = base;
+      return;
+    }
+    last += (v.shape[i] - 1) * v.stride[i];
+  }
+  // Negative strides are not produced by our views, but stay correct.
+  int64_t lo = 0;
+  for (int i = 0; i < v.rank; ++i) {
+    if (v.stride[i] < 0) lo += (v.shape[i] - 1) * v.stride[i];
+  }
+  *begin = base + lo * static_cast<int64_t>(SizeOf(v.dtype));
+  *end = base + (last + 1) * static_cast<int64_t>(SizeOf(v.dtype));
+  (void)last;
+}
+
+template <typename Pa, typename Pb>
+bool SameLayout(const BasicTensorView<Pa>& a, const BasicTensorView<Pb>& b) {
+  if (a.data != b.data || a.rank != b.rank || SizeOf(a.dtype) != SizeOf(b.dtype)) return false;
+  for (int i = 0; i < a.rank; ++i) {
+    if (a.shape[i] != b.shape[i] || a.stride[i] != b.stride[i]) return false;
+  }
+  return true;
+}
+
+// Rows of two 2-D views with the same row stride S (bytes) sit at fixed
+// offsets inside each S-byte period: they are disjoint when those segments
+// do not meet on the circle of length S.
+template <typename Pa, typename Pb>
+bool DisjointColumnSlices(const BasicTensorView<Pa>& a, const BasicTensorView<Pb>& b) {
+  if (a.rank != 2 || b.rank != 2) return false;
+  const int64_t s = a.stride[0] * static_cast<int64_t>(SizeOf(a.dtype));
+  if (s <= 0 || s != b.stride[0] * static_cast<int64_t>(SizeOf(b.dtype))) return false;
+  const int64_t la = a.shape[1] * static_cast<int64_t>(SizeOf(a.dtype));
+  const int64_t lb = b.shape[1] * static_cast<int64_t>(SizeOf(b.dtype));
+  if (la > s || lb > s) return false;
+  const auto diff = static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.data) -
+                                         reinterpret_cast<uintptr_t>(a.data));
+  const int64_t off = ((diff % s) + s) % s;  // b's segment start, relative to a's
+  return off >= la && off + lb <= s;
+}
+
+}  // namespace
+
+template <typename Pa, typename Pb>
+void NoPartialOverlap(const char* fn, const char* a_name, const BasicTensorView<Pa>& a,
+                      const char* b_name, const BasicTensorView<Pb>& b, bool allow_same) {
+  uintptr_t a0, a1, b0, b1;
+  Extent(a, &a0, &a1);
+  Extent(b, &b0, &b1);
+  if (a1 <= b0 || b1 <= a0) return;  // disjoint ranges (or empty)
+  if (SameLayout(a, b)) {
+    if (allow_same) return;
+    Fail(fn, std::string(b_name) + " must not be the same memory as " + a_name);
+  }
+  if (DisjointColumnSlices(a, b)) return;
+  Fail(fn, std::string(b_name) + " overlaps " + a_name + " without being the same view; " +
+               "pass the same view for in-place or use disjoint memory");
+}
+template void NoPartialOverlap(const char*, const char*, const ConstTensorView&, const char*,
+                               const TensorView&, bool);
+template void NoPartialOverlap(const char*, const char*, const TensorView&, const char*,
+                               const TensorView&, bool);
+
+}  // namespace glmnorm::validate

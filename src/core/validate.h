@@ -1,0 +1,64 @@
+// Argument checks shared by the front ends. Each throws glmnorm::Error with a
+// message naming the function, the argument and what was expected.
+#ifndef GLMNORM_SRC_VALIDATE_H_
+#define GLMNORM_SRC_VALIDATE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "glmnorm/base.h"
+#include "glmnorm/tensor.h"
+
+namespace glmnorm::validate {
+
+[[noreturn]] void Fail(const char* fn, const std::string& what);
+
+// Any view: rank 1..4, non-negative shape, element count and byte extent
+// that fit in 64 bits (at most kMaxElements elements), non-null data unless
+// the view has no elements (a zero-size tensor may have a null pointer).
+template <typename Ptr>
+void View(const char* fn, const char* name, const BasicTensorView<Ptr>& v);
+
+// View, plus: last dim contiguous, float activation dtype, aligned data.
+template <typename Ptr>
+void Activation(const char* fn, const char* name, const BasicTensorView<Ptr>& v);
+
+// Views hold at most 2^59 elements, so byte counts of a few bytes per
+// element never overflow int64.
+constexpr int64_t kMaxElements = int64_t{1} << 59;
+
+// True when the view has no elements (some dim is 0).
+template <typename Ptr>
+bool Empty(const BasicTensorView<Ptr>& v) {
+  for (int i = 0; i < v.rank; ++i) {
+    if (v.shape[i] == 0) return true;
+  }
+  return false;
+}
+
+// 1-D contiguous gamma of `width` float elements (null data only if width 0).
+void Gamma(const char* fn, const char* name, const ConstTensorView& g, int64_t width);
+
+// Same rank and shape.
+template <typename Pa, typename Pb>
+void SameShape(const char* fn, const char* a_name, const BasicTensorView<Pa>& a,
+               const char* b_name, const BasicTensorView<Pb>& b);
+
+// eps finite and >= 0, weight_offset finite.
+void Options(const char* fn, const NormOptions& o);
+
+// The output dtype the rounding mode defines for (gamma, input) dtypes.
+void OutputDType(const char* fn, const char* y_name, DType y, DType w, DType t,
+                 Rounding rounding);
+
+// Two views may be the same memory (in place) or disjoint, never partly
+// overlapping. `allow_same` false forbids even exact aliasing.
+template <typename Pa, typename Pb>
+void NoPartialOverlap(const char* fn, const char* a_name, const BasicTensorView<Pa>& a,
+                      const char* b_name, const BasicTensorView<Pb>& b, bool allow_same);
+
+std::string ShapeString(const int64_t* shape, int rank);
+
+}  // namespace glmnorm::validate
+
+#endif  // GLMNORM_SRC_VALIDATE_H_

@@ -1,0 +1,163 @@
+// QkNorm front end (qk_norm.h): validates the heads, strides, gammas and
+// RoPE tables into a job and hands it to the backend.
+#include "glmnorm/qk_norm.h"
+
+#include <string>
+
+#include "backend/backend.h"
+#include "core/validate.h"
+#include "ops/qk_norm/qk_norm_job.h"
+
+namespace glmnorm {
+
+namespace {
+
+constexpr const char* kFn = "QkNorm";
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+template <typename Ptr>
+void ValidateQkv(const char* name, const BasicTensorView<Ptr>& v, int64_t width,
+                 const QkHeads& h) {
+  const std::string n(name);
+  if (v.rank != 2) validate::Fail(kFn, n + " must be 2-D [tokens, QKV width], got rank " + Str(v.rank));
+  validate::Activation(kFn, name, v);
+  if (v.width() != width) {
+    validate::Fail(kFn, n + " width must be (num_q_heads + num_k_heads + num_v_heads) * head_dim = (" +
+                            Str(h.num_q_heads) + " + " + Str(h.num_k_heads) + " + " +
+                            Str(h.num_v_heads) + ") * " + Str(h.head_dim) + " = " + Str(width) +
+                            ", got " + Str(v.width()));
+  }
+  if (v.shape[0] > 1 && v.stride[0] < width) {
+    validate::Fail(kFn, n + ".stride[0] (row stride) must be >= the QKV width " + Str(width) +
+                            " or rows would overlap heads, got " + Str(v.stride[0]));
+  }
+}
+
+void ValidateTable(const char* name, const ConstTensorView& t, int64_t half) {
+  const std::string n = std::string("rope.") + name;
+  if (t.dtype != DType::kF32) {
+    validate::Fail(kFn, n + ".dtype must be f32, got " + std::string(Name(t.dtype)));
+  }
+  if (t.rank != 2 || t.shape[1] != half) {
+    validate::Fail(kFn, n + " must be 2-D [positions, rotary_dim/2 = " + Str(half) + "], got " +
+                            validate::ShapeString(t.shape, t.rank));
+  }
+  if (t.stride[1] != 1) {
+    validate::Fail(kFn, n + ".stride[1] must be 1 (contiguous), got " + Str(t.stride[1]));
+  }
+  if (t.shape[0] < 0) validate::Fail(kFn, n + ".shape[0] must be >= 0, got " + Str(t.shape[0]));
+  if (t.shape[0] > 0 && t.data == nullptr) {
+    validate::Fail(kFn, n + ".data is null but " + n + " has " + Str(t.shape[0]) + " positions");
+  }
+  if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
+    validate::Fail(kFn, n + ".data must be aligned to 4 bytes");
+  }
+}
+
+}  // namespace
+
+void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHeads& heads,
+            const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
+            const NormOptions& options, const Rope& rope, const Execution& execution) {
+  validate::Options(kFn, options);
+  if (heads.head_dim < 1) validate::Fail(kFn, "heads.head_dim must be >= 1, got " + Str(heads.head_dim));
+  if (heads.num_q_heads < 0 || heads.num_k_heads < 0 || heads.num_v_heads < 0) {
+    validate::Fail(kFn, "heads.num_q_heads, num_k_heads and num_v_heads must be >= 0, got " +
+                            Str(heads.num_q_heads) + ", " + Str(heads.num_k_heads) + ", " +
+                            Str(heads.num_v_heads));
+  }
+  if (heads.num_q_heads + heads.num_k_heads < 1) {
+    validate::Fail(kFn, "heads.num_q_heads + num_k_heads must be >= 1, got 0");
+  }
+  int64_t width = 0;
+  if (__builtin_mul_overflow(int64_t{heads.num_q_heads} + heads.num_k_heads + heads.num_v_heads,
+                             heads.head_dim, &width) ||
+      width > validate::kMaxElements) {
+    validate::Fail(kFn, "(num_q_heads + num_k_heads + num_v_heads) * head_dim overflows");
+  }
+  ValidateQkv("qkv_in", qkv_in, width, heads);
+  ValidateQkv("qkv_out", qkv_out, width, heads);
+  validate::SameShape(kFn, "qkv_in", qkv_in, "qkv_out", qkv_out);
+  validate::Gamma(kFn, "q_gamma", q_gamma, heads.head_dim);
+  validate::Gamma(kFn, "k_gamma", k_gamma, heads.head_dim);
+  if (k_gamma.dtype != q_gamma.dtype) {
+    validate::Fail(kFn, "k_gamma.dtype must equal q_gamma.dtype " +
+                            std::string(Name(q_gamma.dtype)) + ", got " +
+                            std::string(Name(k_gamma.dtype)));
+  }
+  if (q_gamma.dtype != DType::kF32 && q_gamma.dtype != qkv_in.dtype) {
+    validate::Fail(kFn, "q_gamma.dtype must be f32 or qkv_in's dtype " +
+                            std::string(Name(qkv_in.dtype)) + ", got " +
+                            std::string(Name(q_gamma.dtype)));
+  }
+  validate::OutputDType(kFn, "qkv_out", qkv_out.dtype, q_gamma.dtype, qkv_in.dtype,
+                        options.rounding);
+  validate::NoPartialOverlap(kFn, "qkv_in", qkv_in, "qkv_out", qkv_out, /*allow_same=*/true);
+  const int64_t tokens = qkv_in.shape[0];
+  if (rope.rotary_dim != 0) {
+    if (rope.rotary_dim < 0 || rope.rotary_dim % 2 != 0 || rope.rotary_dim > heads.head_dim) {
+      validate::Fail(kFn, "rope.rotary_dim must be 0 (no RoPE) or even and <= head_dim " +
+                              Str(heads.head_dim) + ", got " + Str(rope.rotary_dim));
+    }
+    const int64_t half = rope.rotary_dim / 2;
+    ValidateTable("cos", rope.cos, half);
+    ValidateTable("sin", rope.sin, half);
+    if (rope.sin.shape[0] != rope.cos.shape[0]) {
+      validate::Fail(kFn, "rope.sin must have as many positions as rope.cos (" +
+                              Str(rope.cos.shape[0]) + "), got " + Str(rope.sin.shape[0]));
+    }
+    const int64_t positions = rope.cos.shape[0];
+    const ConstTensorView& pv = rope.positions;
+    if (pv.rank == 0) {
+      if (tokens > positions) {
+        validate::Fail(kFn, "rope.cos has " + Str(positions) + " positions but there are " +
+                                Str(tokens) + " tokens and no rope.positions");
+      }
+    } else {
+      if (pv.dtype != DType::kI64 || pv.rank != 1 || pv.shape[0] != tokens) {
+        validate::Fail(kFn, "rope.positions must be i64 [tokens = " + Str(tokens) + "], got " +
+                                std::string(Name(pv.dtype)) + " " +
+                                validate::ShapeString(pv.shape, pv.rank));
+      }
+      validate::View(kFn, "rope.positions", pv);
+      const auto* p = static_cast<const int64_t*>(pv.data);
+      for (int64_t t = 0; t < tokens; ++t) {
+        const int64_t pos = p[t * pv.stride[0]];
+        if (pos < 0 || pos >= positions) {
+          validate::Fail(kFn, "rope.positions[" + Str(t) + "] must be in [0, " + Str(positions) +
+                                  "), got " + Str(pos));
+        }
+      }
+    }
+  }
+
+  QkNormJob job;
+  job.p = NormParams::Of(qkv_in.dtype, q_gamma.dtype, qkv_out.dtype, heads.head_dim, options);
+  job.in = qkv_in.data;
+  job.in_row_stride = qkv_in.stride[0];
+  job.out = qkv_out.data;
+  job.out_row_stride = qkv_out.stride[0];
+  job.num_q_heads = heads.num_q_heads;
+  job.num_k_heads = heads.num_k_heads;
+  job.q_gamma = q_gamma.data;
+  job.k_gamma = k_gamma.data;
+  job.rotary_dim = rope.rotary_dim;
+  if (rope.rotary_dim != 0) {
+    job.cos = static_cast<const float*>(rope.cos.data);
+    job.sin = static_cast<const float*>(rope.sin.data);
+    job.cos_row_stride = rope.cos.stride[0];
+    job.sin_row_stride = rope.sin.stride[0];
+    if (rope.positions.rank != 0 && tokens > 0) {
+      job.positions = static_cast<const int64_t*>(rope.positions.data);
+      job.positions_stride = rope.positions.stride[0];
+    }
+  }
+  const int64_t qk_elems = (int64_t{heads.num_q_heads} + heads.num_k_heads) * heads.head_dim;
+  job.size.rows = tokens;
+  job.size.bytes_moved =
+      tokens * qk_elems * int64_t(SizeOf(qkv_in.dtype) + SizeOf(qkv_out.dtype));
+  backend::Run(job, execution);
+}
+
+}  // namespace glmnorm

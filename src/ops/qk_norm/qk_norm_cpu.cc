@@ -1,0 +1,147 @@
+// QkNorm's CPU kernel (+ partial RoPE), compiled once per SIMD target
+// (foreach_target) and dispatched at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/qk_norm/qk_norm_cpu.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <cstdint>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "ops/qk_norm/qk_norm_job.h"
+#include "simd/convert-inl.h"
+#include "simd/norm_row-inl.h"
+#include "simd/reduction-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glmnorm {
+namespace HWY_NAMESPACE {
+
+// out[i] = a*c - b*s, out[i + half] = b*c + a*s over i < half, where
+// a = h[i], b = h[i + half]; h[i] for rotary_dim <= i < width is stored as is.
+template <typename O, class D>
+HWY_INLINE void RotateHead(D d, size_t width, size_t rotary_dim, const float* HWY_RESTRICT h,
+                           const float* HWY_RESTRICT cos, const float* HWY_RESTRICT sin, O* out) {
+  constexpr size_t N = hn::MaxLanes(d);
+  const size_t half = rotary_dim / 2;
+  const auto rotate = [&](size_t i, size_t n) {
+    const bool full = n == N;
+    const auto a = full ? hn::LoadU(d, h + i) : LoadF32Partial(d, h + i, n);
+    const auto b = full ? hn::LoadU(d, h + half + i) : LoadF32Partial(d, h + half + i, n);
+    const auto c = full ? hn::LoadU(d, cos + i) : LoadF32Partial(d, cos + i, n);
+    const auto s = full ? hn::LoadU(d, sin + i) : LoadF32Partial(d, sin + i, n);
+    const auto lo = hn::Sub(hn::Mul(a, c), hn::Mul(b, s));
+    const auto hi = hn::Add(hn::Mul(b, c), hn::Mul(a, s));
+    if (full) {
+      StoreF32As(d, lo, out + i);
+      StoreF32As(d, hi, out + half + i);
+    } else {
+      StoreF32AsPartial(d, lo, out + i, n);
+      StoreF32AsPartial(d, hi, out + half + i, n);
+    }
+  };
+  size_t i = 0;
+  for (; i + N <= half; i += N) rotate(i, N);
+  if (i < half) rotate(i, half - i);
+  // The pass-through dims: already rounded to O, stored exactly.
+  for (i = rotary_dim; i + N <= width; i += N) StoreF32As(d, hn::LoadU(d, h + i), out + i);
+  if (i < width) StoreF32AsPartial(d, LoadF32Partial(d, h + i, width - i), out + i, width - i);
+}
+
+template <typename T, typename W, typename O, bool kCastThenScale>
+void QkNormRowsTyped(const QkNormJob& job, int64_t row_begin, int64_t row_end) {
+  const hn::ScalableTag<float> d;
+  constexpr size_t N = hn::MaxLanes(d);
+  const size_t width = static_cast<size_t>(job.p.width);
+  const size_t rotary_dim = static_cast<size_t>(job.rotary_dim);
+  const int64_t heads = job.num_q_heads + job.num_k_heads;
+  // Scratch for the normalised head (RoPE only): on the stack for usual
+  // head dims, else on the heap.
+  HWY_ALIGN float stack_scratch[1024];
+  std::vector<float> heap_scratch;
+  float* scratch = stack_scratch;
+  if (rotary_dim > 0 && width > 1024) {
+    heap_scratch.resize(width);
+    scratch = heap_scratch.data();
+  }
+  // Non-finite gammas send every head to the NaN-safe path.
+  const bool q_gamma_finite =
+      job.num_q_heads == 0 || AllFinite(d, static_cast<const W*>(job.q_gamma), width);
+  const bool k_gamma_finite =
+      job.num_k_heads == 0 || AllFinite(d, static_cast<const W*>(job.k_gamma), width);
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const T* in_row = static_cast<const T*>(job.in) + row * job.in_row_stride;
+    O* out_row = static_cast<O*>(job.out) + row * job.out_row_stride;
+    const float* cos = nullptr;
+    const float* sin = nullptr;
+    if (rotary_dim > 0) {
+      const int64_t pos = job.positions ? job.positions[row * job.positions_stride] : row;
+      cos = job.cos + pos * job.cos_row_stride;
+      sin = job.sin + pos * job.sin_row_stride;
+    }
+    for (int64_t head = 0; head < heads; ++head) {
+      const W* gamma = static_cast<const W*>(head < job.num_q_heads ? job.q_gamma : job.k_gamma);
+      const T* x = in_row + head * static_cast<int64_t>(width);
+      O* y = out_row + head * static_cast<int64_t>(width);
+      const auto load = [x](auto dd, size_t i) { return LoadF32(dd, x + i); };
+      const auto load_partial = [x](auto dd, size_t i, size_t n) {
+        return LoadF32Partial(dd, x + i, n);
+      };
+      const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
+      if (rotary_dim == 0) {
+        const bool gamma_finite = head < job.num_q_heads ? q_gamma_finite : k_gamma_finite;
+        WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+          constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
+          ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
+              d, 0, width, inv, gamma, job.p.weight_offset, load, load_partial,
+              StoreSink<O, kMayBeNaN>{y});
+        });
+        continue;
+      }
+      ForEachNormVector<T, W, kCastThenScale>(
+          d, width, inv, gamma, job.p.weight_offset, load, load_partial,
+          [scratch](auto dd, size_t i, size_t n, auto v) {
+            const auto r = RoundTo<O>(dd, v);
+            if (n == N) {
+              hn::StoreU(r, dd, scratch + i);
+            } else {
+              HWY_ALIGN float buf[N];
+              hn::Store(r, dd, buf);
+              for (size_t k = 0; k < n; ++k) scratch[i + k] = buf[k];
+            }
+          });
+      RotateHead(d, width, rotary_dim, scratch, cos, sin, y);
+    }
+  }
+}
+
+void QkNormRows(const QkNormJob& job, int64_t row_begin, int64_t row_end) {
+  const NormParams& p = job.p;
+  WithFloatType(p.x_type, [&](auto t_tag) {
+    using T = typename decltype(t_tag)::type;
+    WithQuantGammaType<T>(p.w_type, [&](auto w_tag) {  // f32 or the input's dtype
+      using W = typename decltype(w_tag)::type;
+      if (p.rounding == Rounding::kCastThenScale) {
+        QkNormRowsTyped<T, W, PromotedT<W, T>, true>(job, row_begin, row_end);
+      } else {
+        WithFloatType(p.y_type, [&](auto o_tag) {
+          using O = typename decltype(o_tag)::type;
+          QkNormRowsTyped<T, W, O, false>(job, row_begin, row_end);
+        });
+      }
+    });
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glmnorm
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace glmnorm {
+HWY_EXPORT(QkNormRows);
+void OpKernels<QkNormJob>::CpuRows(const QkNormJob& job, int64_t row_begin, int64_t row_end) {
+  HWY_DYNAMIC_DISPATCH(QkNormRows)(job, row_begin, row_end);
+}
+}  // namespace glmnorm
+#endif  // HWY_ONCE

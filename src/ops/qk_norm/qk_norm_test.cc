@@ -1,0 +1,401 @@
+// QkNorm on a fused QKV buffer: bit-exact equal to RmsNorm over the q and k
+// head views (so the RmsNorm oracle applies), v and padding untouched, in and
+// out of place; fused RoPE bit-exact equal to norm-then-RoPE done separately
+// (float32 rotation) and close to the float64 reference; every SIMD target.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "glmnorm/glmnorm.h"
+#include "glmnorm/qk_norm.h"
+#include "reference/reference.h"
+#include "support/test_support.h"
+
+namespace glmnorm {
+namespace {
+
+using test::Buffer;
+using ::testing::HasSubstr;
+
+struct QkCombo {
+  DType t, w, o;
+  Rounding rounding;
+};
+
+std::vector<QkCombo> Combos() {
+  const DType kTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+  std::vector<QkCombo> combos;
+  for (DType t : kTypes) {
+    for (DType w : {DType::kF32, t}) {  // f32 gamma or the input's dtype
+      if (w == t && t == DType::kF32) continue;
+      combos.push_back({t, w, Promote(w, t), Rounding::kCastThenScale});
+      // Single rounding: out in the input's dtype or f32 (validate::OutputDType).
+      combos.push_back({t, w, t, Rounding::kSingle});
+      if (t != DType::kF32) combos.push_back({t, w, DType::kF32, Rounding::kSingle});
+    }
+  }
+  return combos;
+}
+
+const QkHeads kHeadSets[] = {{96, 8, 8, 128}, {4, 2, 2, 128}, {3, 1, 2, 7}, {2, 0, 1, 64}};
+
+std::string Describe(const QkCombo& c, const QkHeads& h, const char* target) {
+  return std::string(target) + " in=" + std::string(Name(c.t)) + " w=" + std::string(Name(c.w)) +
+         " out=" + std::string(Name(c.o)) +
+         (c.rounding == Rounding::kCastThenScale ? " cast-then-scale" : " single") + " heads " +
+         std::to_string(h.num_q_heads) + "+" + std::to_string(h.num_k_heads) + "+" +
+         std::to_string(h.num_v_heads) + "x" + std::to_string(h.head_dim);
+}
+
+// [tokens, heads, head_dim] view of a part (q or k) of a QKV buffer.
+template <typename Ptr>
+BasicTensorView<Ptr> HeadsView(Ptr base, DType t, int64_t tokens, int64_t row_stride,
+                               int64_t first_col, int64_t heads, int64_t head_dim) {
+  BasicTensorView<Ptr> v;
+  v.data = reinterpret_cast<Ptr>(reinterpret_cast<uintptr_t>(base) + first_col * SizeOf(t));
+  v.dtype = t;
+  v.rank = 3;
+  v.shape[0] = tokens, v.shape[1] = heads, v.shape[2] = head_dim;
+  v.stride[0] = row_stride, v.stride[1] = head_dim, v.stride[2] = 1;
+  return v;
+}
+
+constexpr double kSentinel = 768.0;
+
+struct QkSetup {
+  QkCombo c;
+  QkHeads h;
+  int64_t tokens, width, stride;
+  Buffer in, qg, kg;
+  QkSetup(const QkCombo& combo, const QkHeads& heads, int64_t tokens_, int64_t pad)
+      : c(combo),
+        h(heads),
+        tokens(tokens_),
+        width(int64_t{heads.num_q_heads + heads.num_k_heads + heads.num_v_heads} * heads.head_dim),
+        stride(width + pad),
+        in(combo.t, tokens_ * (width + pad)),
+        qg(combo.w, heads.head_dim),
+        kg(combo.w, heads.head_dim) {
+    test::FillRandom(in);
+    test::FillGamma(qg);
+    test::FillGamma(kg);
+  }
+  ConstTensorView In() const { return Rows(in.data(), c.t, tokens, width, stride); }
+  ConstTensorView QG() const { return Contiguous<const void*>(qg.data(), c.w, {h.head_dim}); }
+  ConstTensorView KG() const { return Contiguous<const void*>(kg.data(), c.w, {h.head_dim}); }
+  int64_t QCols() const { return int64_t{h.num_q_heads} * h.head_dim; }
+  int64_t KCols() const { return int64_t{h.num_k_heads} * h.head_dim; }
+};
+
+// Expected out: RmsNorm over the q heads and the k heads; sentinel elsewhere.
+Buffer ExpectedByRmsNorm(const QkSetup& s, const NormOptions& opt) {
+  Buffer want(s.c.o, s.tokens * s.stride);
+  for (size_t i = 0; i < want.size; ++i) want.Set(i, kSentinel);
+  const int64_t hd = s.h.head_dim;
+  if (s.h.num_q_heads > 0) {
+    RmsNorm(HeadsView(s.in.data(), s.c.t, s.tokens, s.stride, 0, s.h.num_q_heads, hd), s.QG(),
+            HeadsView(want.data(), s.c.o, s.tokens, s.stride, 0, s.h.num_q_heads, hd), opt);
+  }
+  if (s.h.num_k_heads > 0) {
+    RmsNorm(HeadsView(s.in.data(), s.c.t, s.tokens, s.stride, s.QCols(), s.h.num_k_heads, hd),
+            s.KG(),
+            HeadsView(want.data(), s.c.o, s.tokens, s.stride, s.QCols(), s.h.num_k_heads, hd),
+            opt);
+  }
+  return want;
+}
+
+TEST(QkNorm, EqualsRmsNormOfEachHeadEveryTarget) {
+  test::Seed();
+  test::ForEachTarget([](const char* target) {
+    for (const QkCombo& c : Combos()) {
+      for (const QkHeads& h : kHeadSets) {
+        NormOptions opt;
+        opt.rounding = c.rounding;
+        for (float offset : {0.0f, 1.0f}) {
+          opt.weight_offset = offset;
+          const std::string what =
+              Describe(c, h, target) + (offset != 0.0f ? " offset=1" : "");
+          QkSetup s(c, h, 3, 5);
+          const Buffer want = ExpectedByRmsNorm(s, opt);
+          Buffer out(c.o, s.tokens * s.stride);
+          for (size_t i = 0; i < out.size; ++i) out.Set(i, kSentinel);
+          const Buffer in_before = s.in;
+          QkNorm(s.In(), Rows(out.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(), s.KG(),
+                 opt);
+          EXPECT_EQ(0, std::memcmp(out.data(), want.data(), out.size * SizeOf(c.o)))
+              << what << ": differs from RmsNorm per head (or wrote v / padding)";
+          EXPECT_EQ(0, std::memcmp(s.in.data(), in_before.data(), s.in.size * SizeOf(c.t)))
+              << what << ": input written";
+          // And the RmsNorm oracle on the q heads.
+          if (h.num_q_heads > 0) {
+            const auto stats = test::CompareWithOracle(
+                HeadsView(static_cast<const void*>(s.in.data()), c.t, s.tokens, s.stride, 0, h.num_q_heads, h.head_dim),
+                s.QG(),
+                HeadsView(static_cast<const void*>(out.data()), c.o, s.tokens, s.stride, 0,
+                          h.num_q_heads, h.head_dim),
+                opt, test::UlpLimit(c.o));
+            EXPECT_EQ(stats.over_limit, 0) << what << ": " << stats.first_failure;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(QkNorm, InPlaceMatchesOutOfPlaceAndKeepsV) {
+  test::ForEachTarget([](const char* target) {
+    for (const QkCombo& c : Combos()) {
+      if (c.o != c.t) continue;
+      for (const QkHeads& h : kHeadSets) {
+        NormOptions opt;
+        opt.rounding = c.rounding;
+        QkSetup s(c, h, 4, 3);
+        Buffer want = ExpectedByRmsNorm(s, opt);
+        // v columns and padding keep the input.
+        for (int64_t t = 0; t < s.tokens; ++t) {
+          for (int64_t i = s.QCols() + s.KCols(); i < s.stride; ++i) {
+            want.Set(t * s.stride + i, s.in.Get(t * s.stride + i));
+          }
+        }
+        QkNorm(s.In(), Rows(s.in.data(), c.t, s.tokens, s.width, s.stride), h, s.QG(), s.KG(),
+               opt);
+        EXPECT_EQ(0, std::memcmp(s.in.data(), want.data(), s.in.size * SizeOf(c.t)))
+            << Describe(c, h, target);
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------- RoPE
+
+struct RopeTables {
+  int64_t positions, half;
+  std::vector<float> cos, sin;
+  std::vector<int64_t> pos;
+  RopeTables(int64_t positions_, int64_t rotary_dim, int64_t tokens)
+      : positions(positions_), half(rotary_dim / 2), cos(positions_ * half), sin(positions_ * half) {
+    // GLM-style inverse frequencies (theta 10000) over rotary_dim.
+    for (int64_t p = 0; p < positions; ++p) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double f = std::pow(10000.0, -2.0 * double(i) / double(rotary_dim));
+        cos[p * half + i] = static_cast<float>(std::cos(double(p) * f));
+        sin[p * half + i] = static_cast<float>(std::sin(double(p) * f));
+      }
+    }
+    std::uniform_int_distribution<int64_t> pick(0, positions - 1);
+    for (int64_t t = 0; t < tokens; ++t) pos.push_back(pick(test::Rng()));
+  }
+  Rope Get(int rotary_dim, bool with_positions) const {
+    Rope r;
+    r.rotary_dim = rotary_dim;
+    r.cos = Contiguous<const void*>(cos.data(), DType::kF32, {positions, half});
+    r.sin = Contiguous<const void*>(sin.data(), DType::kF32, {positions, half});
+    if (with_positions) {
+      r.positions = Contiguous<const void*>(pos.data(), DType::kI64, {static_cast<int64_t>(pos.size())});
+    }
+    return r;
+  }
+};
+
+// Norm then RoPE done separately: QkNorm without RoPE, then the rotation in
+// float32 (Mul, Mul, Sub / Mul, Mul, Add) of the stored values, rounded once.
+Buffer NormThenRope(const QkSetup& s, const NormOptions& opt, const Rope& rope) {
+  Buffer out(s.c.o, s.tokens * s.stride);
+  for (size_t i = 0; i < out.size; ++i) out.Set(i, kSentinel);
+  QkNorm(s.In(), Rows(out.data(), s.c.o, s.tokens, s.width, s.stride), s.h, s.QG(), s.KG(), opt);
+  const int64_t half = rope.rotary_dim / 2, hd = s.h.head_dim;
+  const auto* cos = static_cast<const float*>(rope.cos.data);
+  const auto* sin = static_cast<const float*>(rope.sin.data);
+  for (int64_t t = 0; t < s.tokens; ++t) {
+    const int64_t p =
+        rope.positions.rank != 0 ? static_cast<const int64_t*>(rope.positions.data)[t] : t;
+    for (int64_t head = 0; head < s.h.num_q_heads + s.h.num_k_heads; ++head) {
+      const int64_t base = t * s.stride + head * hd;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = static_cast<float>(out.Get(base + i));
+        const float b = static_cast<float>(out.Get(base + half + i));
+        const float c = cos[p * half + i], sn = sin[p * half + i];
+        const float ac = a * c, bs = b * sn, bc = b * c, as = a * sn;
+        out.Set(base + i, ac - bs);
+        out.Set(base + half + i, bc + as);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(QkNormRope, EqualsNormThenRopeEveryTarget) {
+  test::ForEachTarget([](const char* target) {
+    for (const QkCombo& c : Combos()) {
+      for (const QkHeads& h : kHeadSets) {
+        for (int rotary_dim : {h.head_dim / 2 * 2 / 2 * 2 == h.head_dim ? h.head_dim / 2 : 2,
+                               h.head_dim - h.head_dim % 2, 2}) {
+          if (rotary_dim % 2 != 0 || rotary_dim < 2) continue;
+          NormOptions opt;
+          opt.rounding = c.rounding;
+          QkSetup s(c, h, 3, 2);
+          RopeTables tables(50, rotary_dim, s.tokens);
+          for (bool with_positions : {false, true}) {
+            const Rope rope = tables.Get(rotary_dim, with_positions);
+            const Buffer want = NormThenRope(s, opt, rope);
+            Buffer out(c.o, s.tokens * s.stride);
+            for (size_t i = 0; i < out.size; ++i) out.Set(i, kSentinel);
+            QkNorm(s.In(), Rows(out.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(), s.KG(),
+                   opt, rope);
+            const std::string what = Describe(c, h, target) + " rotary_dim=" +
+                                     std::to_string(rotary_dim) +
+                                     (with_positions ? " positions" : "");
+            EXPECT_EQ(0, std::memcmp(out.data(), want.data(), out.size * SizeOf(c.o))) << what;
+            if (c.o == c.t) {  // in place too
+              Buffer inplace = s.in;
+              QkNorm(s.In(), Rows(s.in.data(), c.t, s.tokens, s.width, s.stride), h, s.QG(),
+                     s.KG(), opt, rope);
+              int64_t diffs = 0;
+              for (int64_t t = 0; t < s.tokens; ++t) {
+                for (int64_t i = 0; i < s.QCols() + s.KCols(); ++i) {
+                  diffs += s.in.Get(t * s.stride + i) != want.Get(t * s.stride + i) &&
+                           !std::isnan(want.Get(t * s.stride + i));
+                }
+              }
+              EXPECT_EQ(diffs, 0) << what << " in place";
+              s.in = inplace;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// Against the float64 reference (norm, stored, then rotated in float64):
+// within 1 ulp of the output dtype, plus the norm's ulp limit and the float32
+// rounding of the products relative to |a| + |b| (a*cos - b*sin can cancel).
+TEST(QkNormRope, CloseToFloat64Reference) {
+  for (const QkCombo& c : Combos()) {
+    const QkHeads h{96, 8, 8, 128};
+    NormOptions opt;
+    opt.rounding = c.rounding;
+    QkSetup s(c, h, 4, 0);
+    RopeTables tables(4096, 64, s.tokens);
+    const Rope rope = tables.Get(64, true);
+    Buffer out(c.o, s.tokens * s.stride), ref(c.o, s.tokens * s.stride), normed(c.o, s.tokens * s.stride);
+    QkNorm(s.In(), Rows(out.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(), s.KG(), opt,
+           rope);
+    QkNorm(s.In(), Rows(normed.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(), s.KG(), opt);
+    reference::QkNorm(s.In(), Rows(ref.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(),
+                      s.KG(), opt, rope);
+    int64_t bad = 0;
+    std::string first;
+    const double ulp_rel = c.o == DType::kF32 ? 0x1p-23 : c.o == DType::kBF16 ? 0x1p-7 : 0x1p-10;
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      for (int64_t head = 0; head < h.num_q_heads + h.num_k_heads; ++head) {
+        const int64_t base = t * s.stride + head * h.head_dim;
+        for (int64_t i = 0; i < h.head_dim; ++i) {
+          const double want = ref.Get(base + i), got = out.Get(base + i);
+          // The magnitude the products had: |a| + |b| of the rotated pair.
+          const int64_t j = i < 32 ? i + 32 : i < 64 ? i - 32 : i;
+          const double mag = std::fabs(normed.Get(base + i)) + std::fabs(normed.Get(base + j));
+          // The stored normalised inputs may differ from the reference's by the
+          // norm's own ulp limit (4 ulp for f32, 1 otherwise).
+          // In cast-then-scale mode with a 16-bit input, x*r may round either
+          // way near a midpoint of that dtype (as in RmsNorm's oracle).
+          const double cast_rel = c.rounding != Rounding::kCastThenScale ? 0.0
+                                  : c.t == DType::kBF16                 ? 0x1p-7
+                                  : c.t == DType::kF16                  ? 0x1p-10
+                                                                        : 0.0;
+          const double tol = ulp_rel * std::fabs(want) +
+                             std::max(4 * ulp_rel, cast_rel) * mag + 0x1p-22 * mag;
+          if (!(std::fabs(got - want) <= tol)) {
+            if (bad++ == 0) first = std::to_string(got) + " vs " + std::to_string(want);
+          }
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0) << Describe(c, h, "best") << ": " << first;
+  }
+}
+
+// ---------------------------------------------------------------- errors
+
+struct QkArgs {
+  QkHeads h{2, 1, 1, 8};
+  std::vector<uint16_t> qkv = std::vector<uint16_t>(3 * 32, BF16FromF32(1.0f));
+  std::vector<uint16_t> out = std::vector<uint16_t>(3 * 32, 0x4242);
+  std::vector<uint16_t> g = std::vector<uint16_t>(8, BF16FromF32(1.0f));
+  std::vector<float> cos = std::vector<float>(10 * 2, 1.0f), sin = std::vector<float>(10 * 2, 0.0f);
+  std::vector<int64_t> pos = {0, 1, 2};
+  ConstTensorView in = Rows(static_cast<const void*>(qkv.data()), DType::kBF16, 3, 32, 32);
+  TensorView outv = Rows(static_cast<void*>(out.data()), DType::kBF16, 3, 32, 32);
+  ConstTensorView qg = Contiguous<const void*>(g.data(), DType::kBF16, {8});
+  ConstTensorView kg = Contiguous<const void*>(g.data(), DType::kBF16, {8});
+  NormOptions opt;
+  Rope rope;
+  QkArgs() {
+    rope.rotary_dim = 4;
+    rope.cos = Contiguous<const void*>(cos.data(), DType::kF32, {10, 2});
+    rope.sin = Contiguous<const void*>(sin.data(), DType::kF32, {10, 2});
+    rope.positions = Contiguous<const void*>(pos.data(), DType::kI64, {3});
+  }
+};
+
+void ExpectQkError(const std::function<void(QkArgs&)>& mutate, const std::string& fragment) {
+  QkArgs a;
+  mutate(a);
+  const auto before = a.out;
+  try {
+    QkNorm(a.in, a.outv, a.h, a.qg, a.kg, a.opt, a.rope);
+    ADD_FAILURE() << "no error; expected one containing \"" << fragment << "\"";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("QkNorm: "));
+    EXPECT_THAT(e.what(), HasSubstr(fragment));
+  }
+  EXPECT_EQ(before, a.out) << "written on failure";
+}
+
+TEST(QkNorm, Errors) {
+  ExpectQkError([](QkArgs& a) { a.h.num_q_heads = 3; },
+                "qkv_in width must be (num_q_heads + num_k_heads + num_v_heads) * head_dim = "
+                "(3 + 1 + 1) * 8 = 40, got 32");
+  ExpectQkError([](QkArgs& a) { a.h.num_k_heads = -1; }, "must be >= 0");
+  ExpectQkError([](QkArgs& a) { a.h.head_dim = 0; }, "heads.head_dim must be >= 1, got 0");
+  ExpectQkError([](QkArgs& a) { a.in.stride[0] = 24; },
+                "qkv_in.stride[0] (row stride) must be >= the QKV width 32 or rows would overlap "
+                "heads, got 24");
+  ExpectQkError([](QkArgs& a) { a.outv.stride[0] = 16; }, "qkv_out.stride[0] (row stride)");
+  ExpectQkError([](QkArgs& a) { a.rope.rotary_dim = 3; },
+                "rope.rotary_dim must be 0 (no RoPE) or even and <= head_dim 8, got 3");
+  ExpectQkError([](QkArgs& a) { a.rope.rotary_dim = 10; },
+                "rope.rotary_dim must be 0 (no RoPE) or even and <= head_dim 8, got 10");
+  ExpectQkError([](QkArgs& a) { a.rope.rotary_dim = 6; },
+                "rope.cos must be 2-D [positions, rotary_dim/2 = 3], got [10, 2]");
+  ExpectQkError([](QkArgs& a) { a.pos[1] = 10; }, "rope.positions[1] must be in [0, 10), got 10");
+  ExpectQkError([](QkArgs& a) { a.kg.shape[0] = 7; }, "k_gamma length must equal the width 8");
+  ExpectQkError(
+      [](QkArgs& a) {
+        a.qg.dtype = DType::kF16;
+        a.kg.dtype = DType::kF16;
+      },
+      "q_gamma.dtype must be f32 or qkv_in's dtype bf16, got f16");
+  ExpectQkError([](QkArgs& a) { a.kg.dtype = DType::kF16; },
+                "k_gamma.dtype must equal q_gamma.dtype bf16, got f16");
+  ExpectQkError([](QkArgs& a) { a.outv.dtype = DType::kF32; },
+                "qkv_out.dtype must be bf16 in cast-then-scale mode");
+  ExpectQkError(
+      [](QkArgs& a) {
+        a.outv.data = const_cast<void*>(a.in.data);
+        a.outv.stride[0] = 33;
+        a.outv.shape[0] = 2;
+        a.in.shape[0] = 2;
+      },
+      "qkv_out overlaps qkv_in");
+}
+
+}  // namespace
+}  // namespace glmnorm

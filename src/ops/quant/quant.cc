@@ -1,0 +1,144 @@
+// Front ends of the quantised norms (quant.h): validate the arguments into
+// a job and hand it to the backend.
+#include "glmnorm/quant.h"
+
+#include <cmath>
+#include <string>
+
+#include "backend/backend.h"
+#include "core/format_number.h"
+#include "core/validate.h"
+#include "ops/quant/quant_job.h"
+
+namespace glmnorm {
+
+namespace {
+
+// q: same shape as `like`, i8 or e4m3, contiguous last dim, non-null.
+template <typename Ptr>
+void ValidateQ(const char* fn, const char* like_name, const BasicTensorView<Ptr>& like,
+               const TensorView& q) {
+  if (q.dtype != DType::kI8 && q.dtype != DType::kF8E4M3) {
+    validate::Fail(fn, "q.dtype must be i8 or f8e4m3, got " + std::string(Name(q.dtype)));
+  }
+  validate::SameShape(fn, like_name, like, "q", q);
+  if (q.stride[q.rank - 1] != 1) {
+    validate::Fail(fn, "q.stride[" + std::to_string(q.rank - 1) +
+                           "] (last dim) must be 1 (contiguous), got " +
+                           std::to_string(q.stride[q.rank - 1]));
+  }
+  validate::View(fn, "q", q);
+}
+
+// empty: the tensor has no elements, so no scale is read or written and
+// `scales` may be null.
+void ValidateQuantOptions(const char* fn, const QuantOptions& o, int64_t rows, bool empty) {
+  if (o.scaling == QuantScaling::kStatic) {
+    if (!std::isfinite(o.scale) || !(o.scale > 0.0f)) {
+      validate::Fail(fn, "scale must be finite and > 0 for a static scale, got " +
+                             ShortestString(o.scale));
+    }
+  } else if (o.scaling == QuantScaling::kDynamicPerToken) {
+    if (empty) return;
+    const TensorView& s = o.scales;
+    if (s.data == nullptr) {
+      validate::Fail(fn, "scales must not be null for a dynamic per-token scale (" +
+                             std::to_string(rows) + " floats)");
+    }
+    if (s.dtype != DType::kF32) {
+      validate::Fail(fn, "scales.dtype must be f32, got " + std::string(Name(s.dtype)));
+    }
+    if (!((s.rank == 1 || (s.rank == 2 && s.shape[1] == 1)) && s.shape[0] == rows)) {
+      validate::Fail(fn, "scales must be [rows] or [rows, 1] with rows = " +
+                             std::to_string(rows) + ", got " +
+                             validate::ShapeString(s.shape, s.rank));
+    }
+    validate::View(fn, "scales", s);
+    if (reinterpret_cast<uintptr_t>(s.data) % 4 != 0) {
+      validate::Fail(fn, "scales.data must be aligned to 4 bytes");
+    }
+  } else {
+    validate::Fail(fn, "scaling must be kStatic or kDynamicPerToken");
+  }
+}
+
+// Gamma: f32 or the activation's dtype.
+void ValidateQuantGamma(const char* fn, const ConstTensorView& gamma, DType act,
+                        const char* act_name) {
+  if (gamma.dtype != DType::kF32 && gamma.dtype != act) {
+    validate::Fail(fn, "gamma.dtype must be f32 or " + std::string(act_name) + "'s dtype " +
+                           std::string(Name(act)) + " for a quantised output, got " +
+                           std::string(Name(gamma.dtype)));
+  }
+}
+
+QuantParams MakeQuantParams(const QuantOptions& o, DType q_type) {
+  QuantParams p;
+  p.q_type = q_type;
+  p.dynamic = o.scaling == QuantScaling::kDynamicPerToken;
+  p.scale = p.dynamic ? 1.0f : o.scale;
+  p.scales = p.dynamic ? static_cast<float*>(o.scales.data) : nullptr;
+  p.scales_stride = p.dynamic ? o.scales.stride[0] : 0;
+  return p;
+}
+
+// The dtype of the value quantised (quant.h).
+DType ValueType(const NormOptions& o, DType w, DType t) {
+  return o.rounding == Rounding::kCastThenScale ? Promote(w, t) : DType::kF32;
+}
+
+}  // namespace
+
+void RmsNormQuant(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& q,
+                  const QuantOptions& quant, const NormOptions& options,
+                  const Execution& execution) {
+  constexpr const char* kFn = "RmsNormQuant";
+  validate::Options(kFn, options);
+  validate::Activation(kFn, "x", x);
+  validate::Gamma(kFn, "gamma", gamma, x.width());
+  ValidateQuantGamma(kFn, gamma, x.dtype, "x");
+  ValidateQ(kFn, "x", x, q);
+  ValidateQuantOptions(kFn, quant, x.rows(), validate::Empty(x));
+  validate::NoPartialOverlap(kFn, "x", x, "q", q, /*allow_same=*/false);
+
+  if (validate::Empty(x)) return;
+
+  RmsNormQuantJob job;
+  job.p = NormParams::Of(x.dtype, gamma.dtype, ValueType(options, gamma.dtype, x.dtype),
+                         x.width(), options);
+  job.x = x.data;
+  job.x_rows = RowLayout::Of(x);
+  job.q = q.data;
+  job.q_rows = RowLayout::Of(q);
+  job.gamma = gamma.data;
+  job.quant = MakeQuantParams(quant, q.dtype);
+  job.size.rows = x.rows();
+  job.size.bytes_moved = job.size.rows * x.width() * int64_t(SizeOf(x.dtype) + 1);
+  backend::Run(job, execution);
+}
+
+void AddRmsNormQuant(const TensorView& residual, const ConstTensorView& delta,
+                     const ConstTensorView& gamma, const TensorView& q,
+                     const QuantOptions& quant, const AddNormOptions& options,
+                     const Execution& execution) {
+  constexpr const char* kFn = "AddRmsNormQuant";
+  detail::ValidateAddInputs(kFn, residual, delta, gamma, options);
+  ValidateQuantGamma(kFn, gamma, delta.dtype, "delta");
+  ValidateQ(kFn, "residual", residual, q);
+  ValidateQuantOptions(kFn, quant, residual.rows(), validate::Empty(residual));
+  validate::NoPartialOverlap(kFn, "residual", residual, "q", q, /*allow_same=*/false);
+  validate::NoPartialOverlap(kFn, "delta", delta, "q", q, /*allow_same=*/false);
+
+  if (validate::Empty(residual)) return;
+
+  AddRmsNormQuantJob job;
+  static_cast<AddRmsNormJob&>(job) =
+      detail::MakeAddJob(residual, delta, gamma, q.data, RowLayout::Of(q),
+                         ValueType(options, gamma.dtype, residual.dtype), options);
+  job.quant = MakeQuantParams(quant, q.dtype);
+  job.size.bytes_moved = job.size.rows * residual.width() *
+                         int64_t(2 * SizeOf(residual.dtype) + SizeOf(delta.dtype) + 1);
+  backend::Run(job, execution);
+}
+
+}  // namespace glmnorm

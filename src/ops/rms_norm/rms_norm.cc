@@ -1,0 +1,42 @@
+// RmsNorm front end (rms_norm.h): validates the arguments into a job and
+// hands it to the backend.
+#include "glmnorm/rms_norm.h"
+
+#include "backend/backend.h"
+#include "core/validate.h"
+#include "ops/rms_norm/rms_norm_job.h"
+
+namespace glmnorm {
+
+namespace {
+constexpr const char* kFn = "RmsNorm";
+}  // namespace
+
+void ValidateRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma,
+                     const TensorView& y, const NormOptions& options) {
+  validate::Options(kFn, options);
+  validate::Activation(kFn, "x", x);
+  validate::Activation(kFn, "y", y);
+  validate::SameShape(kFn, "x", x, "y", y);
+  validate::Gamma(kFn, "gamma", gamma, x.width());
+  validate::OutputDType(kFn, "y", y.dtype, gamma.dtype, x.dtype, options.rounding);
+  validate::NoPartialOverlap(kFn, "x", x, "y", y, /*allow_same=*/true);
+}
+
+void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& y,
+             const NormOptions& options, const Execution& execution) {
+  ValidateRmsNorm(x, gamma, y, options);
+  if (validate::Empty(x)) return;
+  RmsNormJob job;
+  job.p = NormParams::Of(x.dtype, gamma.dtype, y.dtype, x.width(), options);
+  job.x = x.data;
+  job.x_rows = RowLayout::Of(x);
+  job.y = y.data;
+  job.y_rows = RowLayout::Of(y);
+  job.gamma = gamma.data;
+  job.size.rows = x.rows();
+  job.size.bytes_moved = job.size.rows * x.width() * int64_t(SizeOf(x.dtype) + SizeOf(y.dtype));
+  backend::Run(job, execution);
+}
+
+}  // namespace glmnorm

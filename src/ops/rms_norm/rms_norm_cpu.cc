@@ -1,0 +1,129 @@
+// RmsNorm's CPU kernel, compiled once per SIMD target (Highway's
+// foreach_target pattern: this file includes itself once per target) and
+// dispatched at run time. The row op sequence is simd/norm_row-inl.h.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/rms_norm/rms_norm_cpu.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cpu/cpu_backend.h"
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "ops/rms_norm/rms_norm_job.h"
+#include "simd/convert-inl.h"
+#include "simd/norm_row-inl.h"
+#include "simd/reduction-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glmnorm {
+namespace HWY_NAMESPACE {
+
+// The second pass of a row: y = Scale((x * prescale) * r, gamma + offset)
+// (norm_row-inl.h), stored as O. With `stream`, the aligned middle of the
+// row uses streaming stores. kMayBeNaN as in ForEachNormVectorSpan.
+template <typename T, typename W, typename O, bool kCastThenScale, bool kMayBeNaN, class D,
+          class Load, class LoadPartial>
+HWY_INLINE void NormalizeRow(D d, size_t width, InvRms inv, const W* HWY_RESTRICT gamma,
+                             float weight_offset, O* y, bool stream, const Load& load,
+                             const LoadPartial& load_partial) {
+  const StoreSink<O, kMayBeNaN, false> store{y};
+  if (!stream) {
+    ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, 0, width, inv, gamma,
+                                                           weight_offset, load, load_partial,
+                                                           store);
+    return;
+  }
+  constexpr size_t kVecBytes = hn::MaxLanes(d) * sizeof(O);
+  const size_t misalign = reinterpret_cast<uintptr_t>(y) % kVecBytes;
+  const size_t head = std::min(width, misalign ? (kVecBytes - misalign) / sizeof(O) : 0);
+  const size_t body_end = head + (width - head) / hn::MaxLanes(d) * hn::MaxLanes(d);
+  ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, 0, head, inv, gamma, weight_offset,
+                                                         load, load_partial, store);
+  ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
+      d, head, body_end, inv, gamma, weight_offset, load, load_partial,
+      StoreSink<O, kMayBeNaN, true>{y});
+  ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, body_end, width, inv, gamma,
+                                                         weight_offset, load, load_partial,
+                                                         store);
+}
+
+template <typename T, typename W, typename O, bool kCastThenScale>
+void RmsNormRowsTyped(const RmsNormJob& job, int64_t row_begin, int64_t row_end) {
+  const hn::ScalableTag<float> d;
+  const size_t width = static_cast<size_t>(job.p.width);
+  const W* gamma = static_cast<const W*>(job.gamma);
+  // A non-finite gamma can make y NaN from finite x: take the NaN-safe path.
+  const bool gamma_finite = AllFinite(d, gamma, width);
+  const bool stream = job.size.rows * job.p.width * int64_t{sizeof(O)} >= cpu::kStreamMinBytes;
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
+    O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
+    const auto load = [x](auto dd, size_t i) { return LoadF32(dd, x + i); };
+    const auto load_partial = [x](auto dd, size_t i, size_t n) {
+      return LoadF32Partial(dd, x + i, n);
+    };
+    const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
+    WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+      NormalizeRow<T, W, O, kCastThenScale, decltype(may_be_nan)::value>(
+          d, width, inv, gamma, job.p.weight_offset, y, stream, load, load_partial);
+    });
+  }
+  if (stream) hwy::FlushStream();
+}
+
+// Calls F<T, W, O, kCastThenScale>::Run(args...) for the runtime dtypes.
+// Instantiates only the defined outputs: O = Promote(W, T) in
+// cast-then-scale mode, O = T or f32 in single-rounding mode. The front end
+// has already rejected everything else.
+template <template <typename, typename, typename, bool> class F, typename... Args>
+HWY_INLINE void DispatchTypes(const NormParams& p, Args&&... args) {
+  const auto with_types = [&](auto t_tag, auto w_tag) {
+    using T = typename decltype(t_tag)::type;
+    using W = typename decltype(w_tag)::type;
+    if (p.rounding == Rounding::kCastThenScale) {
+      F<T, W, PromotedT<W, T>, true>::Run(args...);
+    } else if (p.y_type == DType::kF32) {
+      F<T, W, float, false>::Run(args...);
+    } else {
+      F<T, W, T, false>::Run(args...);
+    }
+  };
+  const auto with_w = [&](auto t_tag) {
+    switch (p.w_type) {
+      case DType::kBF16: return with_types(t_tag, std::type_identity<BF16>{});
+      case DType::kF16: return with_types(t_tag, std::type_identity<F16>{});
+      default: return with_types(t_tag, std::type_identity<float>{});
+    }
+  };
+  switch (p.x_type) {
+    case DType::kBF16: return with_w(std::type_identity<BF16>{});
+    case DType::kF16: return with_w(std::type_identity<F16>{});
+    default: return with_w(std::type_identity<float>{});
+  }
+}
+
+template <typename T, typename W, typename O, bool kCastThenScale>
+struct RmsNormRowsFn {
+  static void Run(const RmsNormJob& job, int64_t row_begin, int64_t row_end) {
+    RmsNormRowsTyped<T, W, O, kCastThenScale>(job, row_begin, row_end);
+  }
+};
+
+void RmsNormRows(const RmsNormJob& job, int64_t row_begin, int64_t row_end) {
+  DispatchTypes<RmsNormRowsFn>(job.p, job, row_begin, row_end);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glmnorm
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace glmnorm {
+HWY_EXPORT(RmsNormRows);
+void OpKernels<RmsNormJob>::CpuRows(const RmsNormJob& job, int64_t row_begin, int64_t row_end) {
+  HWY_DYNAMIC_DISPATCH(RmsNormRows)(job, row_begin, row_end);
+}
+}  // namespace glmnorm
+#endif  // HWY_ONCE

@@ -1,0 +1,345 @@
+// RmsNorm against the float64 oracle on every compiled SIMD target, plus the
+// invariance guarantees (target, batch, position, alignment, threads).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "glmnorm/glmnorm.h"
+#include "support/test_support.h"
+
+namespace glmnorm {
+namespace {
+
+using test::Buffer;
+
+const std::vector<int64_t>& Widths() {
+  static const std::vector<int64_t> widths = [] {
+    std::vector<int64_t> w;
+    for (int64_t i = 1; i <= 33; ++i) w.push_back(i);
+    for (int64_t i : {63, 64, 65, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 4095, 4096,
+                      4097, 5119, 5120, 5121, 8192}) {
+      w.push_back(i);
+    }
+    return w;
+  }();
+  return widths;
+}
+
+struct Combo {
+  DType x, w, y;
+  Rounding rounding;
+};
+
+// Every dtype combination of both modes: cast-then-scale defines y's dtype;
+// single rounding writes x's dtype or f32.
+std::vector<Combo> AllCombos() {
+  const DType kTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+  std::vector<Combo> combos;
+  for (DType x : kTypes) {
+    for (DType w : kTypes) {
+      combos.push_back({x, w, Promote(w, x), Rounding::kCastThenScale});
+      combos.push_back({x, w, x, Rounding::kSingle});
+      if (x != DType::kF32) combos.push_back({x, w, DType::kF32, Rounding::kSingle});
+    }
+  }
+  return combos;
+}
+
+std::string Describe(const Combo& c, int64_t width, const char* target) {
+  return std::string(target) + " x=" + std::string(Name(c.x)) + " w=" + std::string(Name(c.w)) +
+         " y=" + std::string(Name(c.y)) +
+         (c.rounding == Rounding::kCastThenScale ? " cast-then-scale" : " single") +
+         " width=" + std::to_string(width);
+}
+
+// Runs one case: rows x width, checks against the oracle.
+void CheckCase(const Combo& c, int64_t rows, int64_t width, const NormOptions& opt,
+               const std::string& what, size_t misalign = 0) {
+  Buffer x(c.x, rows * width, misalign), g(c.w, width, misalign), y(c.y, rows * width, misalign);
+  for (int64_t r = 0; r < rows; ++r) {
+    Buffer row(c.x, width);
+    test::FillRandom(row);
+    std::memcpy(static_cast<char*>(x.data()) + r * width * SizeOf(c.x), row.data(),
+                width * SizeOf(c.x));
+  }
+  test::FillGamma(g);
+  const auto xv = Contiguous<const void*>(x.data(), c.x, {rows, width});
+  const auto gv = Contiguous<const void*>(g.data(), c.w, {width});
+  const auto yv = Contiguous<void*>(y.data(), c.y, {rows, width});
+  RmsNorm(xv, gv, yv, opt);
+  const auto stats = test::CompareWithOracle(xv, gv, AsConst(yv), opt, test::UlpLimit(c.y));
+  EXPECT_EQ(stats.over_limit, 0) << what << ": max ulp " << stats.max_ulp << ", first "
+                                 << stats.first_failure;
+}
+
+TEST(RmsNorm, EveryWidthEveryComboEveryTarget) {
+  test::Seed();
+  test::ForEachTarget([](const char* target) {
+    for (const Combo& c : AllCombos()) {
+      NormOptions opt;
+      opt.rounding = c.rounding;
+      for (int64_t width : Widths()) CheckCase(c, 3, width, opt, Describe(c, width, target));
+    }
+  });
+}
+
+TEST(RmsNorm, GemmaWeightOffset) {
+  test::ForEachTarget([](const char* target) {
+    for (const Combo& c : AllCombos()) {
+      NormOptions opt;
+      opt.rounding = c.rounding;
+      opt.weight_offset = 1.0f;
+      for (int64_t width : {7, 128, 5121}) {
+        CheckCase(c, 2, width, opt, Describe(c, width, target) + " offset=1");
+      }
+    }
+  });
+}
+
+TEST(RmsNorm, MisalignedPointers) {
+  test::ForEachTarget([](const char* target) {
+    for (const Combo& c : AllCombos()) {
+      NormOptions opt;
+      opt.rounding = c.rounding;
+      for (size_t mis : {1, 3, 7}) {
+        for (int64_t width : {33, 129, 4097}) {
+          CheckCase(c, 2, width, opt,
+                    Describe(c, width, target) + " misalign=" + std::to_string(mis), mis);
+        }
+      }
+    }
+  });
+}
+
+// x is a [2, 3, width] slice of a padded [2, 5, width + 9] buffer; y has its
+// own padding. Checks every element against the oracle and that padding is
+// untouched.
+TEST(RmsNorm, Strided3DViews) {
+  test::ForEachTarget([](const char* target) {
+    for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (int64_t width : {5, 128, 1025}) {
+        const int64_t xp = width + 9, yp = width + 3;
+        Buffer x(t, 2 * 5 * xp), g(t, width), y(t, 2 * 4 * yp);
+        test::FillRandom(x);
+        test::FillGamma(g);
+        for (size_t i = 0; i < y.size; ++i) y.Set(i, 768.0);
+        ConstTensorView xv;
+        xv.data = static_cast<const char*>(x.data()) + 2 * SizeOf(t);  // skip 2 columns
+        xv.dtype = t;
+        xv.rank = 3;
+        xv.shape[0] = 2, xv.shape[1] = 3, xv.shape[2] = width;
+        xv.stride[0] = 5 * xp, xv.stride[1] = xp, xv.stride[2] = 1;
+        TensorView yv;
+        yv.data = y.data();
+        yv.dtype = t;
+        yv.rank = 3;
+        yv.shape[0] = 2, yv.shape[1] = 3, yv.shape[2] = width;
+        yv.stride[0] = 4 * yp, yv.stride[1] = yp, yv.stride[2] = 1;
+        const auto gv = Contiguous<const void*>(g.data(), t, {width});
+        RmsNorm(xv, gv, yv);
+        const auto stats = test::CompareWithOracle(xv, gv, AsConst(yv), {}, test::UlpLimit(t));
+        EXPECT_EQ(stats.over_limit, 0) << target << " " << Name(t) << " width " << width << ": "
+                                       << stats.first_failure;
+        // Padding columns and the 4th row of each y block are untouched.
+        int64_t touched = 0;
+        for (int64_t b = 0; b < 2; ++b) {
+          for (int64_t r = 0; r < 4; ++r) {
+            for (int64_t i = 0; i < yp; ++i) {
+              const bool inside = r < 3 && i < width;
+              if (!inside && y.Get(b * 4 * yp + r * yp + i) != 768.0) ++touched;
+            }
+          }
+        }
+        EXPECT_EQ(touched, 0) << target << " wrote outside the y view";
+      }
+    }
+  });
+}
+
+// In place (y is x) gives the same bits as out of place.
+TEST(RmsNorm, InPlaceMatchesOutOfPlace) {
+  test::ForEachTarget([](const char* target) {
+    for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (Rounding rounding : {Rounding::kCastThenScale, Rounding::kSingle}) {
+        const int64_t rows = 4, width = 1000;
+        Buffer x(t, rows * width), g(t, width), y(t, rows * width);
+        test::FillRandom(x);
+        test::FillGamma(g);
+        NormOptions opt;
+        opt.rounding = rounding;
+        const auto gv = Contiguous<const void*>(g.data(), t, {width});
+        RmsNorm(Contiguous<const void*>(x.data(), t, {rows, width}), gv,
+                Contiguous<void*>(y.data(), t, {rows, width}), opt);
+        const auto xv = Contiguous<void*>(x.data(), t, {rows, width});
+        RmsNorm(AsConst(xv), gv, xv, opt);
+        EXPECT_EQ(0, std::memcmp(x.data(), y.data(), rows * width * SizeOf(t)))
+            << target << " " << Name(t);
+      }
+    }
+  });
+}
+
+// The output bits of a row do not depend on the SIMD target.
+TEST(RmsNorm, SameBitsOnEveryTarget) {
+  for (const Combo& c : AllCombos()) {
+    for (int64_t width : {1, 17, 64, 100, 128, 4096, 5120, 5121}) {
+      const int64_t rows = 3;
+      Buffer x(c.x, rows * width), g(c.w, width);
+      test::FillRandom(x);
+      test::FillGamma(g);
+      NormOptions opt;
+      opt.rounding = c.rounding;
+      std::vector<uint8_t> first;
+      std::string first_target;
+      test::ForEachTarget([&](const char* target) {
+        Buffer y(c.y, rows * width);
+        RmsNorm(Contiguous<const void*>(x.data(), c.x, {rows, width}),
+                Contiguous<const void*>(g.data(), c.w, {width}),
+                Contiguous<void*>(y.data(), c.y, {rows, width}), opt);
+        std::vector<uint8_t> bits(static_cast<const uint8_t*>(y.data()),
+                                  static_cast<const uint8_t*>(y.data()) + rows * width * SizeOf(c.y));
+        if (first.empty()) {
+          first = bits;
+          first_target = target;
+        } else {
+          EXPECT_EQ(first, bits) << Describe(c, width, target) << " differs from "
+                                 << first_target;
+        }
+      });
+    }
+  }
+}
+
+// A row alone, and the same row at every 37th position of a batch of 1000
+// computed with all threads, give identical bits.
+TEST(RmsNorm, BatchInvariance) {
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    const int64_t width = 5120, rows = 1000;
+    Buffer batch(t, rows * width), g(t, width), y_batch(t, rows * width), one(t, width),
+        y_one(t, width);
+    test::FillRandom(batch);
+    test::FillGamma(g);
+    const auto gv = Contiguous<const void*>(g.data(), t, {width});
+    RmsNorm(Contiguous<const void*>(batch.data(), t, {rows, width}), gv,
+            Contiguous<void*>(y_batch.data(), t, {rows, width}));
+    for (int64_t r = 0; r < rows; r += 37) {
+      const size_t bytes = width * SizeOf(t);
+      std::memcpy(one.data(), static_cast<const char*>(batch.data()) + r * bytes, bytes);
+      RmsNorm(Contiguous<const void*>(one.data(), t, {1, width}), gv,
+              Contiguous<void*>(y_one.data(), t, {1, width}));
+      EXPECT_EQ(0, std::memcmp(y_one.data(),
+                               static_cast<const char*>(y_batch.data()) + r * bytes, bytes))
+          << Name(t) << " row " << r;
+    }
+  }
+}
+
+TEST(RmsNorm, ThreadCountsGiveIdenticalBits) {
+  const int64_t width = 4096, rows = 300;
+  Buffer x(DType::kBF16, rows * width), g(DType::kBF16, width), ref(DType::kBF16, rows * width);
+  test::FillRandom(x);
+  test::FillGamma(g);
+  const auto xv = Contiguous<const void*>(x.data(), DType::kBF16, {rows, width});
+  const auto gv = Contiguous<const void*>(g.data(), DType::kBF16, {width});
+  const Executor serial = SerialExecutor();
+  Execution on_caller;
+  on_caller.executor = &serial;
+  RmsNorm(xv, gv, Contiguous<void*>(ref.data(), DType::kBF16, {rows, width}), {}, on_caller);
+  const int before = NumThreads();
+  for (int threads : {1, 2, 3, 8}) {
+    SetNumThreads(threads);
+    Buffer y(DType::kBF16, rows * width);
+    RmsNorm(xv, gv, Contiguous<void*>(y.data(), DType::kBF16, {rows, width}));
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), rows * width * 2)) << threads << " threads";
+  }
+  SetNumThreads(before);
+}
+
+// Zero rows, +-inf, NaN, subnormals, rows near float max and near float min.
+TEST(RmsNorm, SpecialValues) {
+  const float kMax = std::numeric_limits<float>::max();
+  const float kDenorm = std::numeric_limits<float>::denorm_min();
+  const float kInf = std::numeric_limits<float>::infinity();
+  const float kNan = std::numeric_limits<float>::quiet_NaN();
+  struct Row {
+    const char* name;
+    std::function<float(int64_t)> value;
+    float eps;
+  };
+  const std::vector<Row> special_rows = {
+      {"zeros", [](int64_t) { return 0.0f; }, 1e-5f},
+      {"zeros eps=0", [](int64_t) { return 0.0f; }, 0.0f},
+      {"one +inf", [&](int64_t i) { return i == 3 ? kInf : 1.0f; }, 1e-5f},
+      {"one -inf", [&](int64_t i) { return i == 5 ? -kInf : 0.5f; }, 1e-5f},
+      {"one NaN", [&](int64_t i) { return i == 2 ? kNan : 1.0f; }, 1e-5f},
+      {"subnormals", [&](int64_t i) { return kDenorm * float(i + 1); }, 1e-5f},
+      {"subnormals eps=0", [&](int64_t i) { return kDenorm * float(i % 7 + 1); }, 0.0f},
+      {"near float max", [&](int64_t i) { return (i % 2 ? -0.9f : 0.7f) * kMax; }, 1e-5f},
+      {"mixed huge", [&](int64_t i) { return i == 0 ? kMax : float(i); }, 1e-5f},
+      {"near float min eps=0", [&](int64_t i) { return 1e-38f * float(i % 5 + 1); }, 0.0f},
+      {"tiny eps=0", [&](int64_t i) { return 1e-30f * float(i % 3 - 1); }, 0.0f},
+  };
+  test::ForEachTarget([&](const char* target) {
+    for (const Row& row : special_rows) {
+      for (DType t : {DType::kF32, DType::kBF16}) {
+        for (int64_t width : {9, 128, 200}) {
+          Buffer x(t, width), g(t, width), y(t, width);
+          for (int64_t i = 0; i < width; ++i) x.Set(i, row.value(i));
+          test::FillGamma(g);
+          NormOptions opt;
+          opt.eps = row.eps;
+          const auto xv = Contiguous<const void*>(x.data(), t, {1, width});
+          const auto gv = Contiguous<const void*>(g.data(), t, {width});
+          RmsNorm(xv, gv, Contiguous<void*>(y.data(), t, {1, width}), opt);
+          const auto stats = test::CompareWithOracle(
+              xv, gv, Contiguous<const void*>(y.data(), t, {1, width}), opt, test::UlpLimit(t));
+          EXPECT_EQ(stats.over_limit, 0) << target << " " << row.name << " " << Name(t)
+                                         << " width " << width << ": " << stats.first_failure;
+        }
+      }
+    }
+  });
+}
+
+// The canonical order is at least as accurate as PyTorch's float32 sum: on a
+// row of 5120 equal values PyTorch's output is ~4 ulp from exact.
+TEST(RmsNorm, EqualValuesRowAccuracy) {
+  const int64_t width = 5120;
+  for (float c : {0.1f, 0.3f, 1.7f, 3.14159f}) {
+    std::vector<float> x(width, c), g(width, 1.0f), y(width);
+    NormOptions opt;
+    RmsNorm(Contiguous<const void*>(x.data(), DType::kF32, {width}),
+            Contiguous<const void*>(g.data(), DType::kF32, {width}),
+            Contiguous<void*>(y.data(), DType::kF32, {width}), opt);
+    const double exact = double(c) / std::sqrt(double(c) * double(c) + 1e-5);
+    const float want = static_cast<float>(exact);
+    uint32_t a = BitsOf(y[0]), b = BitsOf(want);
+    const int64_t ulp = std::llabs(int64_t(a) - int64_t(b));
+    std::printf("[glmnorm] equal-values row c=%g: %lld ulp from exact\n", c, (long long)ulp);
+    EXPECT_LE(ulp, 3) << "c=" << c;
+  }
+}
+
+}  // namespace
+}  // namespace glmnorm
+
+namespace glmnorm {
+namespace {
+// Lists the targets the other tests ran on; the portable fallbacks must be
+// among them, not only this CPU's best.
+TEST(Targets, CompiledTargetsAreAllTested) {
+  std::vector<std::string> names;
+  test::ForEachTarget([&](const char* name) { names.push_back(name); });
+  std::string joined;
+  for (const auto& n : names) joined += n + " ";
+  std::printf("[glmnorm] SIMD targets tested: %s\n", joined.c_str());
+  EXPECT_GE(names.size(), 2u);
+  // The portable fallback is always compiled and tested.
+  EXPECT_NE(std::find(names.begin(), names.end(), std::string("SCALAR")), names.end()) << joined;
+}
+}  // namespace
+}  // namespace glmnorm

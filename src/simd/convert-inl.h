@@ -1,0 +1,208 @@
+// Conversions shared by every kernel, compiled once per SIMD target (each
+// op's <op>_cpu.cc includes it through foreach_target.h): float32 loads and
+// stores of every dtype with the library's own round-to-nearest-even
+// (Highway 1.0.3's demotions truncate, and its f16 emulation on SSE4/scalar
+// is wrong), and the finiteness scan of the fast path.
+
+// Per-target include guard (Highway's pattern).
+#if defined(GLMNORM_SRC_SIMD_CONVERT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GLMNORM_SRC_SIMD_CONVERT_INL_H_
+#undef GLMNORM_SRC_SIMD_CONVERT_INL_H_
+#else
+#define GLMNORM_SRC_SIMD_CONVERT_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "glmnorm/dtype.h"
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glmnorm {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using BF16 = hwy::bfloat16_t;
+using F16 = hwy::float16_t;
+
+// F16C (AVX2 and AVX-512 targets) converts f16 exactly; elsewhere we go
+// through the scalar conversions of dtype.cc.
+#if HWY_TARGET <= HWY_AVX2 && HWY_ARCH_X86
+constexpr bool kNativeF16 = true;
+#else
+constexpr bool kNativeF16 = false;
+#endif
+
+
+// ---------------------------------------------------------------- scalars
+
+inline float ToF32(float v) { return v; }
+inline float ToF32(BF16 v) { return F32FromBF16(v.bits); }
+inline float ToF32(F16 v) { return F32FromF16(v.bits); }
+
+inline void FromF32(float v, float* out) { *out = v; }
+inline void FromF32(float v, BF16* out) { out->bits = BF16FromF32(v); }
+inline void FromF32(float v, F16* out) { out->bits = F16FromF32(v); }
+
+// ---------------------------------------------------------------- loads
+
+template <class D>
+HWY_INLINE hn::Vec<D> LoadF32(D d, const float* p) {
+  return hn::LoadU(d, p);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadF32(D d, const BF16* p) {
+  return hn::PromoteTo(d, hn::LoadU(hn::Rebind<BF16, D>(), p));
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadF32(D d, const F16* p) {
+  if constexpr (kNativeF16) {
+    return hn::PromoteTo(d, hn::LoadU(hn::Rebind<F16, D>(), p));
+  } else {
+    HWY_ALIGN float buf[hn::MaxLanes(d)];
+    for (size_t i = 0; i < hn::MaxLanes(d); ++i) buf[i] = ToF32(p[i]);
+    return hn::Load(d, buf);
+  }
+}
+
+// Loads n < Lanes(d) elements; the other lanes are zero.
+template <class D, typename T>
+HWY_INLINE hn::Vec<D> LoadF32Partial(D d, const T* p, size_t n) {
+  HWY_ALIGN float buf[hn::MaxLanes(d)] = {};
+  for (size_t i = 0; i < n; ++i) buf[i] = ToF32(p[i]);
+  return hn::Load(d, buf);
+}
+
+// ---------------------------------------------------------------- rounding
+
+// bf16 round-to-nearest-even of each lane, as float32 bits in the upper half
+// (lower 16 bits zero); NaN stays a quiet NaN of the same sign.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundedBF16Bits(D /*d*/, hn::Vec<D> v) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const auto u = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), lsb);
+  const auto quiet = hn::Or(u, hn::Set(du, 0x00400000u));
+  const auto is_nan = hn::Gt(hn::BitCast(di, hn::And(u, hn::Set(du, 0x7FFFFFFFu))),
+                             hn::Set(di, 0x7F800000));
+  const auto bits = hn::IfThenElse(hn::RebindMask(du, is_nan), quiet, rounded);
+  return hn::And(bits, hn::Set(du, 0xFFFF0000u));
+}
+
+// The same for lanes known not to be NaN (inf is fine): 4 integer ops.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundedBF16BitsNoNaN(D /*d*/, hn::Vec<D> v) {
+  const hn::RebindToUnsigned<D> du;
+  const auto u = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  return hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), lsb);  // low 16 bits: garbage
+}
+
+// Rounds each lane to T and back (the reference's cast to the input dtype).
+// kMayBeNaN false: the caller guarantees no lane is NaN (faster bf16 path).
+template <typename T, bool kMayBeNaN = true, class D>
+HWY_INLINE hn::Vec<D> RoundTo(D d, hn::Vec<D> v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, BF16>) {
+    if constexpr (kMayBeNaN) return hn::BitCast(d, RoundedBF16Bits(d, v));
+    const hn::RebindToUnsigned<D> du;
+    return hn::BitCast(d, hn::And(RoundedBF16BitsNoNaN(d, v), hn::Set(du, 0xFFFF0000u)));
+  } else if constexpr (kNativeF16) {
+    return hn::PromoteTo(d, hn::DemoteTo(hn::Rebind<F16, D>(), v));
+  } else {
+    HWY_ALIGN float buf[hn::MaxLanes(d)];
+    hn::Store(v, d, buf);
+    for (size_t i = 0; i < hn::MaxLanes(d); ++i) buf[i] = F32FromF16(F16FromF32(buf[i]));
+    return hn::Load(d, buf);
+  }
+}
+
+// ---------------------------------------------------------------- stores
+
+// StoreF32As(d, v, p): rounds v to the storage type of p and stores it.
+// kMayBeNaN as in RoundTo. kStream: non-temporal store (p must be aligned to
+// the stored vector's size); large outputs skip the cache-line reads that a
+// normal store costs, like memcpy's rep movsb does.
+template <bool kMayBeNaN = true, bool kStream = false, class D>
+HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, float* p) {
+  if constexpr (kStream) {
+    hn::Stream(v, d, p);
+  } else {
+    hn::StoreU(v, d, p);
+  }
+}
+template <bool kMayBeNaN = true, bool kStream = false, class D>
+HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, BF16* p) {
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<uint16_t, D> du16;
+  hn::Vec<hn::RebindToUnsigned<D>> high;
+  if constexpr (kMayBeNaN) {
+    high = hn::ShiftRight<16>(RoundedBF16Bits(d, v));
+  } else {
+    high = hn::ShiftRight<16>(RoundedBF16BitsNoNaN(d, v));
+  }
+  const auto packed = hn::DemoteTo(du16, hn::BitCast(di, high));
+  auto* out = reinterpret_cast<uint16_t*>(p);
+  if constexpr (kStream) {
+    hn::Stream(packed, du16, out);
+  } else {
+    hn::StoreU(packed, du16, out);
+  }
+}
+template <bool kMayBeNaN = true, bool kStream = false, class D>
+HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, F16* p) {
+  if constexpr (kNativeF16) {
+    const hn::Rebind<F16, D> df16;
+    if constexpr (kStream) {
+      hn::Stream(hn::DemoteTo(df16, v), df16, p);
+    } else {
+      hn::StoreU(hn::DemoteTo(df16, v), df16, p);
+    }
+  } else {
+    HWY_ALIGN float buf[hn::MaxLanes(d)];
+    hn::Store(v, d, buf);
+    for (size_t i = 0; i < hn::MaxLanes(d); ++i) FromF32(buf[i], p + i);
+  }
+}
+
+// Stores the first n < Lanes(d) lanes.
+template <class D, typename T>
+HWY_INLINE void StoreF32AsPartial(D d, hn::Vec<D> v, T* p, size_t n) {
+  HWY_ALIGN float buf[hn::MaxLanes(d)];
+  hn::Store(v, d, buf);
+  for (size_t i = 0; i < n; ++i) FromF32(buf[i], p + i);
+}
+
+// True when no element of the n values at p is inf or NaN.
+template <class D, typename T>
+HWY_INLINE bool AllFinite(D d, const T* p, size_t n) {
+  constexpr size_t N = hn::MaxLanes(d);
+  const hn::RebindToUnsigned<D> du;
+  auto bad = hn::Zero(du);
+  size_t i = 0;
+  // |v| > max or NaN: the exponent field is all ones.
+  const auto exp_mask = hn::Set(du, 0x7F800000u);
+  for (; i + N <= n; i += N) {
+    const auto u = hn::BitCast(du, LoadF32(d, p + i));
+    bad = hn::Or(bad, hn::VecFromMask(du, hn::Eq(hn::And(u, exp_mask), exp_mask)));
+  }
+  if (i < n) {
+    const auto u = hn::BitCast(du, LoadF32Partial(d, p + i, n - i));
+    bad = hn::Or(bad, hn::VecFromMask(du, hn::Eq(hn::And(u, exp_mask), exp_mask)));
+  }
+  return hn::AllTrue(du, hn::Eq(bad, hn::Zero(du)));
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glmnorm
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,146 @@
+// The row op sequence of every norm kernel, compiled once per SIMD target
+// (each op's <op>_cpu.cc includes it through foreach_target.h).
+//
+// ForEachNormVector computes exactly the float32 operations of RmsNorm's
+// NormalizeRow (rms_norm-inl.h): h = (x * prescale) * r, then
+//   cast-then-scale: (gamma + offset) * RoundTo<T>(h);  single: h * (gamma + offset)
+// and hands each vector of y values (float32, before the output rounding)
+// to a sink, so the same y can be stored, quantised or rotated. Explicit Mul
+// then Add everywhere (never MulAdd): every target gives the same bits.
+
+#if defined(GLMNORM_SRC_NORM_ROW_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GLMNORM_SRC_NORM_ROW_INL_H_
+#undef GLMNORM_SRC_NORM_ROW_INL_H_
+#else
+#define GLMNORM_SRC_NORM_ROW_INL_H_
+#endif
+
+#include <type_traits>
+
+#include "core/job.h"
+#include "simd/convert-inl.h"
+#include "simd/reduction-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glmnorm {
+namespace HWY_NAMESPACE {
+
+// Calls fn(std::type_identity<T>{}) for a float activation dtype.
+template <class Fn>
+HWY_INLINE void WithFloatType(DType t, const Fn& fn) {
+  switch (t) {
+    case DType::kBF16: return fn(std::type_identity<BF16>{});
+    case DType::kF16: return fn(std::type_identity<F16>{});
+    default: return fn(std::type_identity<float>{});
+  }
+}
+
+// The element type of Promote(W, T) (the cast-then-scale output dtype).
+template <typename W, typename T>
+using PromotedT = std::conditional_t<std::is_same_v<W, T>, T, float>;
+
+// sink(d, i, n, y): y holds the y values i .. i+n-1 (n == Lanes, or fewer at
+// the end of the span; lanes >= n are then meaningless) for i in [begin, end).
+// load(d, i) and load_partial(d, i, n) are called exactly once per index, in
+// order, so a loader may have side effects (AddRmsNorm stores the residual
+// there).
+// kMayBeNaN false is the fast path, for rows where the caller knows that no
+// lane of x*r is NaN and prescale is 1; true is the general path (NaN-safe
+// rounding, rescaled rows). Both compute the same bits where both apply.
+template <typename T, typename W, bool kCastThenScale, bool kMayBeNaN, class D, class Load,
+          class LoadPartial, class Sink>
+HWY_INLINE void ForEachNormVectorSpan(D d, size_t begin, size_t end, InvRms inv,
+                                      const W* HWY_RESTRICT gamma, float weight_offset,
+                                      const Load& load, const LoadPartial& load_partial,
+                                      const Sink& sink) {
+  constexpr size_t N = hn::MaxLanes(d);
+  const auto vr = hn::Set(d, inv.r);
+  const auto vpre = hn::Set(d, inv.prescale);
+  const bool has_prescale = inv.prescale != 1.0f;
+  const auto voff = hn::Set(d, weight_offset);
+  const bool has_offset = weight_offset != 0.0f;
+  const auto value = [&](hn::Vec<D> xv, hn::Vec<D> g) {
+    // The offset is added only when non-zero, so a -0 gamma keeps its sign.
+    if (has_offset) g = hn::Add(g, voff);
+    if constexpr (kMayBeNaN) {
+      if (has_prescale) xv = hn::Mul(xv, vpre);
+    }
+    const auto h = hn::Mul(xv, vr);
+    if constexpr (kCastThenScale) {
+      return hn::Mul(g, RoundTo<T, kMayBeNaN>(d, h));
+    } else {
+      return hn::Mul(h, g);
+    }
+  };
+  size_t i = begin;
+  for (; i + N <= end; i += N) {
+    const auto g = LoadF32(d, gamma + i);
+    const auto xv = load(d, i);
+    sink(d, i, N, value(xv, g));
+  }
+  if (i < end) {
+    const size_t n = end - i;
+    const auto g = LoadF32Partial(d, gamma + i, n);
+    const auto xv = load_partial(d, i, n);
+    sink(d, i, n, value(xv, g));
+  }
+}
+
+// The whole row on the general path.
+template <typename T, typename W, bool kCastThenScale, class D, class Load, class LoadPartial,
+          class Sink>
+HWY_INLINE void ForEachNormVector(D d, size_t width, InvRms inv, const W* HWY_RESTRICT gamma,
+                                  float weight_offset, const Load& load,
+                                  const LoadPartial& load_partial, const Sink& sink) {
+  ForEachNormVectorSpan<T, W, kCastThenScale, true>(d, 0, width, inv, gamma, weight_offset,
+                                                    load, load_partial, sink);
+}
+
+// Whether a row may take the fast path of ForEachNormVectorSpan: gamma and
+// the row are finite (so x*r and y have no NaN) and the row needed no
+// rescaling.
+HWY_INLINE bool FastPathOk(bool gamma_finite, const InvRms& inv) {
+  return gamma_finite && inv.finite_row && std::isfinite(inv.r) && inv.prescale == 1.0f;
+}
+
+// body(std::false_type) on the fast path, body(std::true_type) otherwise:
+// the argument is kMayBeNaN as a type.
+template <class Body>
+HWY_INLINE void WithRowPath(bool fast, const Body& body) {
+  if (HWY_LIKELY(fast)) {
+    body(std::false_type{});
+  } else {
+    body(std::true_type{});
+  }
+}
+
+// Stores y vectors rounded to O. kMayBeNaN false: no lane of y is NaN
+// (faster bf16 rounding). kStream: whole vectors go to aligned addresses
+// with non-temporal stores.
+template <typename O, bool kMayBeNaN = true, bool kStream = false>
+struct StoreSink {
+  O* y;
+  template <class D>
+  HWY_INLINE void operator()(D d, size_t i, size_t n, hn::Vec<D> v) const {
+    if (n == hn::MaxLanes(d)) {
+      StoreF32As<kMayBeNaN, kStream>(d, v, y + i);
+    } else {
+      StoreF32AsPartial(d, v, y + i, n);
+    }
+  }
+};
+
+// Calls fn(std::type_identity<W>{}) for the gamma of a decoder-path kernel:
+// f32 or the activation type A (the front ends reject other gammas; this
+// keeps the per-target instantiations, and the build time, down).
+template <typename A, class Fn>
+HWY_INLINE void WithQuantGammaType(DType w, const Fn& fn) {
+  if (w == DType::kF32) return fn(std::type_identity<float>{});
+  return fn(std::type_identity<A>{});
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glmnorm
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

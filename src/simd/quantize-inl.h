@@ -1,0 +1,152 @@
+// The quantisers of the quantised norms (quant.h): int8 and OCP e4m3fn
+// codes, the dynamic per-token scale, and QuantizeRow, which feeds a row's y
+// values to them. Compiled once per SIMD target.
+
+#if defined(GLMNORM_SRC_SIMD_QUANTIZE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GLMNORM_SRC_SIMD_QUANTIZE_INL_H_
+#undef GLMNORM_SRC_SIMD_QUANTIZE_INL_H_
+#else
+#define GLMNORM_SRC_SIMD_QUANTIZE_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "core/job.h"
+#include "simd/convert-inl.h"
+#include "simd/norm_row-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glmnorm {
+namespace HWY_NAMESPACE {
+
+// NaN tests use hn::IsNaN: in Highway 1.0.3, Ne(t, t) is an ordered compare
+// (_CMP_NEQ_OQ, false for NaN) on AVX2/AVX-512 but unordered on SSE4, and x86
+// Min/Max return their second operand when either is NaN.
+
+// int8: saturate(RNE(t)) to [-128, 127]; NaN gives 0.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> QuantizeI8(D d, hn::Vec<D> t) {
+  const hn::RebindToSigned<D> di;
+  auto r = hn::Round(t);
+  r = hn::Min(hn::Max(r, hn::Set(d, -128.0f)), hn::Set(d, 127.0f));
+  r = hn::IfThenElse(hn::IsNaN(t), hn::Zero(d), r);
+  return hn::ConvertTo(di, r);
+}
+
+// OCP e4m3fn bits (in the low byte of each lane): saturating to +-448, RNE,
+// subnormals kept, NaN -> 0x7F with t's sign, -0 -> 0x80.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> QuantizeE4M3(D d, hn::Vec<D> t) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const auto u = hn::BitCast(du, t);
+  const auto sign = hn::And(hn::ShiftRight<24>(u), hn::Set(du, 0x80u));
+  const auto is_nan = hn::IsNaN(t);
+  const auto a = hn::Min(hn::Abs(t), hn::Set(d, 448.0f));
+  const auto au = hn::BitCast(du, a);
+  // Normal range (a >= 2^-6): round the float32 mantissa to 3 bits (RNE),
+  // then rebias the exponent from 127 to 7: bits >> 20 minus (120 << 3).
+  const auto lsb = hn::And(hn::ShiftRight<20>(au), hn::Set(du, 1u));
+  const auto rounded =
+      hn::And(hn::Add(hn::Add(au, hn::Set(du, 0x7FFFFu)), lsb), hn::Set(du, 0xFFF00000u));
+  const auto enc_normal = hn::Sub(hn::ShiftRight<20>(rounded), hn::Set(du, 960u));
+  // Subnormal range: the encoding is RNE(a * 2^9) (8 = the smallest normal).
+  const auto enc_sub =
+      hn::BitCast(du, hn::ConvertTo(di, hn::Round(hn::Mul(a, hn::Set(d, 512.0f)))));
+  auto enc = hn::IfThenElse(hn::RebindMask(du, hn::Lt(a, hn::Set(d, 0x1p-6f))), enc_sub,
+                            enc_normal);
+  enc = hn::IfThenElse(hn::RebindMask(du, is_nan), hn::Set(du, 0x7Fu), enc);
+  return hn::BitCast(di, hn::Or(enc, sign));
+}
+
+// Stores n lanes of an int32 vector as bytes (values fit Q).
+template <typename Q, class D>
+HWY_INLINE void StoreBytes(D d, hn::Vec<hn::RebindToSigned<D>> v, Q* p, size_t n) {
+  if (n == hn::MaxLanes(d)) {
+    const hn::Rebind<Q, D> dq;
+    hn::StoreU(hn::DemoteTo(dq, v), dq, p);
+    return;
+  }
+  const hn::RebindToSigned<D> di;
+  HWY_ALIGN int32_t buf[hn::MaxLanes(d)];
+  hn::Store(v, di, buf);
+  for (size_t k = 0; k < n; ++k) p[k] = static_cast<Q>(buf[k]);
+}
+
+// Quantises y rounded to V (the dtype RmsNorm would store), Q = int8_t for
+// i8 or uint8_t for e4m3. With a dynamic scale the row is first Observe()d.
+template <typename V, bool kE4M3>
+struct QuantSink {
+  using Q = std::conditional_t<kE4M3, uint8_t, int8_t>;
+  Q* q = nullptr;
+  float scale = 1.0f;
+  template <class D>
+  HWY_INLINE hn::Vec<D> Value(D d, hn::Vec<D> v) const {
+    return RoundTo<V>(d, v);
+  }
+  template <class D>
+  HWY_INLINE void operator()(D d, size_t i, size_t n, hn::Vec<D> v) const {
+    const auto t = hn::Div(Value(d, v), hn::Set(d, scale));
+    const auto enc = kE4M3 ? QuantizeE4M3(d, t) : QuantizeI8(d, t);
+    StoreBytes(d, enc, q + i, n);
+  }
+};
+
+constexpr float QMax(bool e4m3) { return e4m3 ? 448.0f : 127.0f; }
+
+// The dynamic scale of a row (quant.h): max|v| / qmax over the finite v,
+// at least 2^-126 (a normal float32, so v / scale never overflows and the
+// scale has full precision), at most the largest scale with qmax * scale
+// finite; 1 when no finite v is non-zero.
+HWY_INLINE float DynamicScale(float max_abs, bool e4m3) {
+  if (!(max_abs > 0.0f)) return 1.0f;
+  const float qmax = QMax(e4m3);
+  float scale = std::max(max_abs / qmax, std::numeric_limits<float>::min());
+  if (std::isinf(scale * qmax)) scale = std::nextafter(scale, 0.0f);
+  return scale;
+}
+
+
+// Quantises one row of y values to Q (QuantSink). With a dynamic scale a
+// first sweep over `load` finds max|value| and the row's scale is written
+// to scales[row]; then `store_load` (which may have side effects) feeds the
+// quantising sweep. V: the dtype y is rounded to before quantising.
+template <typename T, typename W, typename V, bool kCastThenScale, bool kE4M3, class D,
+          class Load, class LoadPartial, class StoreLoad, class StoreLoadPartial>
+HWY_INLINE void QuantizeRow(D d, size_t width, InvRms inv, const W* HWY_RESTRICT gamma,
+                            float weight_offset, const QuantParams& qp, int64_t row, void* q,
+                            const Load& load, const LoadPartial& load_partial,
+                            const StoreLoad& store_load,
+                            const StoreLoadPartial& store_load_partial) {
+  QuantSink<V, kE4M3> sink;
+  sink.q = static_cast<typename QuantSink<V, kE4M3>::Q*>(q);
+  sink.scale = qp.scale;
+  if (qp.dynamic) {
+    // Only finite values count (NaN and inf are left out of the max); lanes
+    // past the row end hold 0 or NaN, which leave it too.
+    auto vmax = hn::Zero(d);
+    ForEachNormVector<T, W, kCastThenScale>(
+        d, width, inv, gamma, weight_offset, load, load_partial,
+        [&vmax](auto dd, size_t, size_t, hn::Vec<D> v) {
+          const auto a = hn::Abs(RoundTo<V>(dd, v));
+          vmax = hn::Max(vmax, hn::IfThenElse(hn::IsFinite(a), a, hn::Zero(dd)));
+        });
+    HWY_ALIGN float lanes[hn::MaxLanes(d)];
+    hn::Store(vmax, d, lanes);
+    float max_abs = 0.0f;
+    for (size_t k = 0; k < hn::MaxLanes(d); ++k) max_abs = lanes[k] > max_abs ? lanes[k] : max_abs;
+    sink.scale = DynamicScale(max_abs, kE4M3);
+    qp.scales[row * qp.scales_stride] = sink.scale;
+  }
+  ForEachNormVector<T, W, kCastThenScale>(d, width, inv, gamma, weight_offset, store_load,
+                                          store_load_partial, sink);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glmnorm
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

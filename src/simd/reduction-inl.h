@@ -1,0 +1,175 @@
+// The canonical reduction (docs/ACCURACY.md) and 1/rms of a row, with the
+// rescaling path for rows whose float32 squares overflow or underflow.
+// Compiled once per SIMD target, like convert-inl.h.
+
+// Per-target include guard (Highway's pattern).
+#if defined(GLMNORM_SRC_SIMD_REDUCTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GLMNORM_SRC_SIMD_REDUCTION_INL_H_
+#undef GLMNORM_SRC_SIMD_REDUCTION_INL_H_
+#else
+#define GLMNORM_SRC_SIMD_REDUCTION_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "hwy/highway.h"
+#include "simd/convert-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glmnorm {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The canonical reduction order (docs/ACCURACY.md): element i of a row goes to
+// virtual lane i % kVirtualLanes; each lane sums kBlockChunks chunks into a
+// block sum, block sums are added to the lane total in sequence, and the
+// 64 lane totals are added as a binary tree (lane l += lane l + s, s = 32..1).
+// Every target computes exactly these float32 operations.
+constexpr size_t kVirtualLanes = 64;
+constexpr size_t kBlockChunks = 8;
+
+// ---------------------------------------------------------------- reduction
+
+// Adds the lanes of v as a binary tree: lane l += lane l + Lanes/2, halving
+// until one lane is left; the same pairing as the canonical 64-lane tree.
+template <class D>
+HWY_INLINE float TreeSumOfLanes(D d, hn::Vec<D> v) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)d;
+  return hn::GetLane(v);
+#else
+  if constexpr (hn::MaxLanes(d) == 1) {
+    return hn::GetLane(v);
+  } else {
+    const hn::Half<D> dh;
+    return TreeSumOfLanes(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+#endif
+}
+
+// Adds the squares of one 64-value chunk starting at `base` to acc. The
+// K vectors of a chunk are independent chains, so the adds pipeline.
+template <size_t K, class D, class V, class Load>
+HWY_INLINE void AddChunkSquares(D d, size_t base, V* HWY_RESTRICT acc, const Load& load) {
+  constexpr size_t N = hn::MaxLanes(d);
+  for (size_t k = 0; k < K; ++k) {
+    const V v = load(d, base + k * N);
+    acc[k] = hn::Add(acc[k], hn::Mul(v, v));
+  }
+}
+
+// Canonical sum of squares of a row of `width` values. `load(d, i)` returns
+// the float32 values i .. i+Lanes-1 of the row; `load_partial(d, i, n)` the n
+// values from i with zeros after them.
+template <class D, class Load, class LoadPartial>
+HWY_INLINE float CanonicalSumOfSquares(D d, size_t width, const Load& load,
+                                       const LoadPartial& load_partial) {
+  using V = hn::Vec<D>;
+  constexpr size_t N = hn::MaxLanes(d);
+  static_assert(kVirtualLanes % N == 0, "vector wider than the virtual lanes");
+  constexpr size_t K = kVirtualLanes / N;
+  constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
+  V total[K];
+  V block[K];
+  for (size_t k = 0; k < K; ++k) total[k] = hn::Zero(d);
+  // Whole blocks of kBlockChunks full chunks: the hot loop.
+  size_t base = 0;
+  for (; base + kBlock <= width; base += kBlock) {
+    for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
+    for (size_t c = 0; c < kBlockChunks; ++c) {
+      AddChunkSquares<K>(d, base + c * kVirtualLanes, block, load);
+    }
+    for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
+  }
+  // The last, partial block: its full chunks, then the zero-padded chunk.
+  if (base < width) {
+    for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
+    for (; base + kVirtualLanes <= width; base += kVirtualLanes) {
+      AddChunkSquares<K>(d, base, block, load);
+    }
+    for (size_t k = 0; k < K && base + k * N < width; ++k) {
+      const size_t i = base + k * N;
+      const V v = i + N <= width ? load(d, i) : load_partial(d, i, width - i);
+      block[k] = hn::Add(block[k], hn::Mul(v, v));
+    }
+    for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
+  }
+  // Tree over whole vectors (lane distance >= N), then inside one vector.
+  for (size_t half = K / 2; half >= 1; half /= 2) {
+    for (size_t k = 0; k < half; ++k) total[k] = hn::Add(total[k], total[k + half]);
+  }
+  return TreeSumOfLanes(d, total[0]);
+}
+
+// r = 1 / sqrt(sum / width + eps), float32 like the reference.
+HWY_INLINE float InverseRms(float sum_sq, size_t width, float eps) {
+  const float mean = sum_sq / static_cast<float>(width);
+  return 1.0f / std::sqrt(mean + eps);
+}
+
+// True when float32 squares overflowed (a finite row near float max gives an
+// infinite sum, and the reference's r = 0 zeroes the row) or underflowed in a
+// way eps does not hide (tiny rows with eps ~ 0). NaN and inf inputs give a
+// NaN or inf sum too; RescaledInverseRms tells them apart.
+HWY_INLINE bool NeedsRescale(float sum_sq, size_t width, float eps) {
+  return std::isinf(sum_sq) ||
+         (sum_sq < 0x1p-96f && sum_sq / static_cast<float>(width) >= eps * 0x1p-25f);
+}
+
+// 1/rms of a row as a float32 multiplier r, applied as h = (x * prescale) * r.
+// prescale is 1 except on the rescaling path below.
+struct InvRms {
+  float r;
+  float prescale;
+  bool finite_row;  // no inf or NaN in the row (so x * r has no NaN)
+};
+
+// The slow path for NeedsRescale rows: the canonical sum of squares of the
+// row scaled by a power of two (exact) so that max|x| is near 1, and r for
+// the scaled row in float64 (so r stays a normal float32 even for rows near
+// float max). Rows holding inf or NaN, or all zeros, keep the plain formula.
+template <class D, class Load, class LoadPartial>
+HWY_NOINLINE InvRms RescaledInverseRms(D d, size_t width, float sum_sq, float eps,
+                                       const Load& load, const LoadPartial& load_partial) {
+  constexpr size_t N = hn::MaxLanes(d);
+  auto vmax = hn::Zero(d);
+  size_t i = 0;
+  for (; i + N <= width; i += N) vmax = hn::Max(vmax, hn::Abs(load(d, i)));
+  if (i < width) vmax = hn::Max(vmax, hn::Abs(load_partial(d, i, width - i)));
+  HWY_ALIGN float lanes[N];
+  hn::Store(vmax, d, lanes);
+  float max_abs = 0.0f;
+  for (size_t k = 0; k < N; ++k) max_abs = std::max(max_abs, lanes[k]);
+  if (!(max_abs > 0.0f) || !std::isfinite(max_abs)) {
+    return {InverseRms(sum_sq, width, eps), 1.0f, std::isfinite(max_abs)};
+  }
+  const int exponent = std::clamp(-std::ilogb(max_abs), -126, 126);
+  const float scale = std::ldexp(1.0f, exponent);
+  const auto vscale = hn::Set(d, scale);
+  const float scaled_sum = CanonicalSumOfSquares(
+      d, width, [&](auto dd, size_t j) { return hn::Mul(load(dd, j), vscale); },
+      [&](auto dd, size_t j, size_t n) { return hn::Mul(load_partial(dd, j, n), vscale); });
+  const double s = scale;
+  const double mean = static_cast<double>(scaled_sum) / static_cast<double>(width);
+  return {static_cast<float>(1.0 / std::sqrt(mean + static_cast<double>(eps) * s * s)), scale,
+          true};
+}
+
+// InverseRms of a row, with the rescaling fallback.
+template <class D, class Load, class LoadPartial>
+HWY_INLINE InvRms RowInverseRms(D d, size_t width, float eps, const Load& load,
+                                const LoadPartial& load_partial) {
+  const float sum_sq = CanonicalSumOfSquares(d, width, load, load_partial);
+  if (HWY_UNLIKELY(NeedsRescale(sum_sq, width, eps))) {
+    return RescaledInverseRms(d, width, sum_sq, eps, load, load_partial);
+  }
+  return {InverseRms(sum_sq, width, eps), 1.0f, std::isfinite(sum_sq)};
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glmnorm
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,233 @@
+#include "support/golden_data.h"
+
+#include <bit>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <iterator>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#ifndef GLMNORM_GOLDEN_DIR
+#error "GLMNORM_GOLDEN_DIR must be defined (tests/golden/CMakeLists.txt)"
+#endif
+
+namespace glmnorm::golden {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the golden files are little-endian raw arrays");
+
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("golden: cannot open " + path);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Monotone map of a float's bits onto the integers (ordered like the values).
+int64_t OrderedKey(DType dtype, uint32_t bits) {
+  if (dtype == DType::kF32) {
+    const int64_t magnitude = bits & 0x7FFFFFFFu;
+    return (bits & 0x80000000u) ? -magnitude : magnitude;
+  }
+  const int64_t magnitude = bits & 0x7FFFu;
+  return (bits & 0x8000u) ? -magnitude : magnitude;
+}
+
+bool IsNaNBits(DType dtype, uint32_t bits) {
+  if (dtype == DType::kF32) return (bits & 0x7FFFFFFFu) > 0x7F800000u;
+  return (bits & 0x7FFFu) > 0x7F80u;
+}
+
+}  // namespace
+
+int64_t Array::NumElements() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+uint32_t BitsAt(DType dtype, const void* data, int64_t i) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (dtype == DType::kF32) {
+    uint32_t u;
+    std::memcpy(&u, p + 4 * i, 4);
+    return u;
+  }
+  uint16_t u;
+  std::memcpy(&u, p + 2 * i, 2);
+  return u;
+}
+
+uint32_t Array::BitsAt(int64_t i) const { return golden::BitsAt(dtype, bytes.data(), i); }
+
+float Array::At(int64_t i) const {
+  const uint32_t bits = BitsAt(i);
+  return dtype == DType::kF32 ? FloatOf(bits) : F32FromBF16(static_cast<uint16_t>(bits));
+}
+
+const Array& Case::Get(const std::string& array_name) const {
+  auto it = arrays.find(array_name);
+  if (it == arrays.end()) {
+    throw std::runtime_error("golden: case " + name + " has no array '" + array_name + "'");
+  }
+  return it->second;
+}
+
+std::string GoldenDir() { return GLMNORM_GOLDEN_DIR; }
+
+const nlohmann::json& Manifest() {
+  static const nlohmann::json manifest = [] {
+    const std::vector<uint8_t> text = ReadFile(GoldenDir() + "/manifest.json");
+    return nlohmann::json::parse(text.begin(), text.end());
+  }();
+  return manifest;
+}
+
+std::vector<std::string> CaseNames(const std::string& kind) {
+  std::vector<std::string> names;
+  for (const auto& c : Manifest().at("cases")) {
+    if (c.at("kind").get<std::string>() == kind) names.push_back(c.at("name"));
+  }
+  return names;
+}
+
+DType ParseDType(const std::string& name) {
+  if (name == "bf16") return DType::kBF16;
+  if (name == "f32") return DType::kF32;
+  throw std::runtime_error("golden: unexpected dtype '" + name + "'");
+}
+
+Case LoadCase(const std::string& name) {
+  for (const auto& entry : Manifest().at("cases")) {
+    if (entry.at("name").get<std::string>() != name) continue;
+    Case c;
+    c.name = name;
+    c.kind = entry.at("kind");
+    c.eps = entry.at("eps");
+    c.meta = entry;
+    for (const auto& [array_name, a] : entry.at("arrays").items()) {
+      Array array;
+      array.dtype = ParseDType(a.at("dtype"));
+      array.shape = a.at("shape").get<std::vector<int64_t>>();
+      const std::string path = GoldenDir() + "/" + a.at("file").get<std::string>();
+      array.bytes = ReadFile(path);
+      const auto expected = static_cast<size_t>(array.NumElements()) * SizeOf(array.dtype);
+      if (array.bytes.size() != expected) {
+        throw std::runtime_error("golden: " + path + " has " + std::to_string(array.bytes.size()) +
+                                 " bytes, expected " + std::to_string(expected));
+      }
+      c.arrays.emplace(array_name, std::move(array));
+    }
+    return c;
+  }
+  throw std::runtime_error("golden: no case named " + name + " in the manifest");
+}
+
+ConstTensorView View(const Array& a) {
+  ConstTensorView v;
+  v.data = a.bytes.data();
+  v.dtype = a.dtype;
+  v.rank = static_cast<int>(a.shape.size());
+  if (v.rank > kMaxRank) throw std::runtime_error("golden: array of rank > kMaxRank");
+  int64_t stride = 1;
+  for (int d = v.rank - 1; d >= 0; --d) {
+    v.shape[d] = a.shape[d];
+    v.stride[d] = stride;
+    stride *= a.shape[d];
+  }
+  return v;
+}
+
+TensorView MutableView(Array& a) {
+  const ConstTensorView c = View(a);
+  TensorView v;
+  v.data = a.bytes.data();
+  v.dtype = c.dtype;
+  v.rank = c.rank;
+  for (int d = 0; d < kMaxRank; ++d) {
+    v.shape[d] = c.shape[d];
+    v.stride[d] = c.stride[d];
+  }
+  return v;
+}
+
+int64_t UlpDistance(DType dtype, uint32_t a_bits, uint32_t b_bits) {
+  const bool a_nan = IsNaNBits(dtype, a_bits);
+  const bool b_nan = IsNaNBits(dtype, b_bits);
+  if (a_nan || b_nan) return a_nan && b_nan ? 0 : std::numeric_limits<int64_t>::max();
+  const int64_t d = OrderedKey(dtype, a_bits) - OrderedKey(dtype, b_bits);
+  return d < 0 ? -d : d;
+}
+
+void BitStats::Add(int64_t index, int64_t ulps) {
+  ++total;
+  if (ulps == 0) {
+    ++identical;
+  } else if (ulps == 1) {
+    ++one_ulp;
+  } else {
+    ++worse;
+    if (first_worse < 0) first_worse = index;
+  }
+  if (ulps > max_ulp) max_ulp = ulps;
+}
+
+double BitStats::IdenticalPercent() const {
+  return total == 0 ? 0.0 : 100.0 * static_cast<double>(identical) / static_cast<double>(total);
+}
+
+bool BitStats::MeetsBf16Bar() const {
+  // identical / total >= 99.99%, in integers.
+  return total > 0 && worse == 0 && identical * 10000 >= total * 9999;
+}
+
+std::string BitStats::Summary() const {
+  std::ostringstream s;
+  s << total << " elements: identical " << identical << " (" << std::fixed << std::setprecision(4)
+    << IdenticalPercent() << "%), 1 ulp " << one_ulp << ", worse " << worse << ", max ulp "
+    << max_ulp;
+  if (first_worse >= 0) s << ", first worse at " << first_worse;
+  return s.str();
+}
+
+BitStats CompareBits(DType dtype, const std::vector<uint32_t>& ours,
+                     const std::vector<uint32_t>& theirs) {
+  if (ours.size() != theirs.size()) throw std::runtime_error("golden: size mismatch");
+  BitStats stats;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    stats.Add(static_cast<int64_t>(i), UlpDistance(dtype, ours[i], theirs[i]));
+  }
+  return stats;
+}
+
+std::vector<uint32_t> AllBits(const Array& a) {
+  std::vector<uint32_t> bits(static_cast<size_t>(a.NumElements()));
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = a.BitsAt(static_cast<int64_t>(i));
+  return bits;
+}
+
+std::vector<uint32_t> ColumnBits(DType dtype, const void* data, int64_t rows, int64_t row_stride,
+                                 int64_t col_begin, int64_t col_end) {
+  std::vector<uint32_t> bits;
+  bits.reserve(static_cast<size_t>(rows * (col_end - col_begin)));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = col_begin; j < col_end; ++j) {
+      bits.push_back(BitsAt(dtype, data, r * row_stride + j));
+    }
+  }
+  return bits;
+}
+
+uint16_t NextBf16(uint16_t bits, int direction) {
+  const int64_t key = OrderedKey(DType::kBF16, bits) + (direction > 0 ? 1 : -1);
+  return static_cast<uint16_t>(key < 0 ? (0x8000 | -key) : key);
+}
+
+void Print(const std::string& label, const BitStats& stats) {
+  std::cout << "[golden] " << label << ": " << stats.Summary() << std::endl;
+}
+
+}  // namespace glmnorm::golden
