@@ -4,6 +4,7 @@
 #               under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench  the full benchmark (all kernels, longer sampling)
 #   make fuzz   build the libFuzzer targets with clang and run each a while
+#   make pyenv  create the cached Python venv of the parity test (needs pip's network)
 
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
@@ -18,7 +19,12 @@ BIN := build/release/tools/glmnorm
 DEB_PACKAGES := cmake ninja-build g++ make libhwy-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev libcli11-dev nlohmann-json3-dev
 
-.PHONY: deps build demo test test-release test-asan bench fuzz clean
+# The Python packages of the safetensors parity test (ctest safetensors_parity).
+# scripts/python_env.sh keeps their venv outside the clone, in
+# ~/.cache/glmnorm/venv-<hash of the file>, shared by clones and worktrees.
+PARITY_REQUIREMENTS := tests/requirements-parity.txt
+
+.PHONY: deps build demo test test-release test-asan bench fuzz clean pyenv pyenv-or-warn
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -37,15 +43,33 @@ build: deps
 demo: build
 	$(BIN) bench
 
-test-release: build
+pyenv:
+	@bash scripts/python_env.sh $(PARITY_REQUIREMENTS)
+
+# For the test targets: without the venv (no network for pip) the C++ tests
+# must still run; ctest then reports safetensors_parity as FAILED with the
+# reason (or as not run with GLMNORM_SKIP_PYTHON=1), so say so here too.
+pyenv-or-warn:
+	@if [ "$${GLMNORM_SKIP_PYTHON:-0}" != 1 ]; then \
+	  bash scripts/python_env.sh $(PARITY_REQUIREMENTS) >/dev/null || \
+	  echo "*** make pyenv failed: the Python parity test will FAIL (GLMNORM_SKIP_PYTHON=1 skips it)" >&2; \
+	fi
+
+test-release: build pyenv-or-warn
 	ctest --preset release -j $(JOBS)
 
-test-asan: deps
+test-asan: deps pyenv-or-warn
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 
-test: test-release test-asan
+# Both builds' tests run even when the first has a failure (say only the
+# parity test, for want of its Python venv); the status fails if either did.
+test:
+	@status=0; \
+	$(MAKE) --no-print-directory test-release || status=1; \
+	$(MAKE) --no-print-directory test-asan || status=1; \
+	exit $$status
 
 bench: build
 	$(BIN) bench --min-time 1 --dtype bf16 f16 f32

@@ -14,9 +14,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 
-def safetensors(tensors, metadata=None, pad=True):
+ABSENT = object()  # no __metadata__ key (None writes "__metadata__": null)
+
+
+def safetensors(tensors, metadata=ABSENT, pad=True):
     header = {}
-    if metadata is not None:
+    if metadata is not ABSENT:
         header["__metadata__"] = metadata
     data = b""
     for name, dtype, shape, payload in tensors:
@@ -59,6 +62,17 @@ def main():
          [("U8", 1), ("I8", 1), ("F8_E4M3", 1), ("F8_E5M2", 1), ("BOOL", 1), ("I16", 2),
           ("U16", 2), ("F16", 2), ("I32", 4), ("U32", 4), ("F32", 4), ("I64", 8), ("U64", 8),
           ("F64", 8)]]))
+    # "__metadata__": null is valid (the reference reads Option<map>): a
+    # GLM-like shard of a norm among FP8 weights.
+    write("safetensors", "null_metadata", safetensors(
+        [("model.layers.0.input_layernorm.weight", "BF16", [4], bf16),
+         ("model.layers.0.mlp.down_proj.weight", "F8_E4M3", [2, 2], b"\x38\x40\xb8\x00"),
+         ("model.layers.0.mlp.down_proj.weight_scale_inv", "F32", [], struct.pack("<f", 1))],
+        None))
+    write("safetensors", "newer_dtypes", safetensors(
+        [(d, d, [8], b"\x01" * n) for d, n in
+         [("F8_E4M3FNUZ", 8), ("F8_E5M2FNUZ", 8), ("F8_E8M0", 8), ("F4", 4), ("F6_E2M3", 6),
+          ("F6_E3M2", 6), ("C64", 64)]], {}))
     write("safetensors", "unaligned", safetensors(
         [("p", "U8", [1], b"\x00"), ("f", "F32", [1], struct.pack("<f", 2.5))]))
     overlap = json.dumps({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},

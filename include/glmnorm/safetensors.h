@@ -1,15 +1,19 @@
 // Reading and writing safetensors files (https://github.com/huggingface/safetensors).
 //
 // Layout: 8-byte little-endian header length N, N bytes of JSON
-//   {"__metadata__": {str: str}?, NAME: {"dtype": "BF16", "shape": [..],
-//                                         "data_offsets": [begin, end]}, ...}
-// then the data section; offsets are relative to it. A file is accepted only
-// if it is valid by the format's own rules (those of the reference Rust
-// reader): every size and offset is checked with overflow-safe arithmetic,
-// shape x element size must equal the byte range, tensors must not overlap
-// and must cover the data section with no holes, names are unique. Any
-// violation throws glmnorm::Error with one line naming the file and the fault;
-// nothing ever reads outside the file.
+//   {"__metadata__": {str: str} or null (optional),
+//    NAME: {"dtype": "BF16", "shape": [..], "data_offsets": [begin, end]}, ...}
+// then the data section; offsets are relative to it. A file is accepted
+// exactly when the reference reader (PyPI safetensors) accepts it, apart from
+// a few documented stricter checks (docs/CHECKPOINTS.md; duplicate keys,
+// leading whitespace, more than 64 dimensions, ...), and
+// tests/checkpoint/safetensors_parity.py holds the two readers to that. Every
+// size and offset is checked with overflow-safe arithmetic, shape x element
+// size must equal the byte range, tensors must not overlap and must cover
+// the data section with no holes. Tensors of every dtype of the format are
+// accepted (View needs one of glmnorm's). Any violation throws glmnorm::Error
+// with one line naming the file and the fault; nothing ever reads outside the
+// file.
 //
 // SafetensorsFile::Open maps the file read-only (zero-copy): tensor bytes are
 // views into the mapping, and only the pages actually touched are read.
@@ -66,6 +70,7 @@ class SafetensorsFile {
   // Sorted by name.
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
   const SafetensorsTensor* Find(std::string_view name) const;  // nullptr if absent
+  // Empty when __metadata__ is absent, null or {}.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
   // The tensor's bytes, a view into the file (zero-copy).
@@ -75,7 +80,8 @@ class SafetensorsFile {
   // (rank 0 is viewed as rank 1 of length 1). The format does not align
   // tensor data; when the bytes are not aligned to the element size they are
   // copied into `*unaligned_copy` and the view points there (or, with no
-  // buffer given, this throws). Throws for other dtypes or ranks.
+  // buffer given, this throws). Throws for other dtypes or ranks, and for a
+  // zero-size tensor whose non-zero dimensions multiply past 2^63-1.
   ConstTensorView View(const SafetensorsTensor& tensor,
                        std::vector<std::byte>* unaligned_copy = nullptr) const;
 

@@ -6,6 +6,24 @@
 #include "glmnorm/safetensors.h"
 
 namespace glmnorm::checkpoint {
+namespace {
+
+// Both formats allow a zero-size array whose other dimensions are huge
+// ([0, 2^62, 2^62]); apply multiplies the leading dimensions into a row
+// count, so the non-zero ones must multiply within int64 (NumPy's own rule).
+void CheckShapeFits(const std::string& path, const std::vector<int64_t>& shape) {
+  int64_t product = 1;
+  for (int64_t d : shape) {
+    if (d != 0 && __builtin_mul_overflow(product, d, &product)) {
+      std::string dims;
+      for (int64_t x : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(x);
+      throw Error(path + ": shape [" + dims +
+                  "] is too large (its non-zero dimensions multiply past 2^63-1)");
+    }
+  }
+}
+
+}  // namespace
 
 ArrayFormat FormatOf(const std::string& path) {
   const std::string_view p = path;
@@ -24,6 +42,7 @@ HostArray ReadArray(const std::string& path, std::string_view tensor_name) {
     out.shape = npy.shape;
     const auto data = file.bytes().subspan(npy.data_offset, npy.data_bytes);
     out.data.assign(data.begin(), data.end());
+    CheckShapeFits(path, out.shape);
     return out;
   }
   const SafetensorsFile file = SafetensorsFile::Open(path);
@@ -49,6 +68,7 @@ HostArray ReadArray(const std::string& path, std::string_view tensor_name) {
   out.shape = t->shape;
   const auto data = file.Bytes(*t);
   out.data.assign(data.begin(), data.end());
+  CheckShapeFits(path, out.shape);
   return out;
 }
 

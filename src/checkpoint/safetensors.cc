@@ -15,23 +15,42 @@ namespace {
 
 using nlohmann::json;
 
-// The format's own limit (the reference reader refuses larger headers); it
-// also bounds the JSON work a hostile file can cause.
-constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+// The reference reader's limit (MAX_HEADER_SIZE = 100_000_000 in
+// safetensors/src/tensor.rs, decimal, not 100 MiB); it also bounds the JSON
+// work a hostile file can cause.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr size_t kLengthBytes = 8;
-constexpr size_t kMaxRankInFile = 32;
+// Stricter than the reference (docs/CHECKPOINTS.md): NumPy's limit, so no
+// framework could load a tensor of higher rank anyway.
+constexpr size_t kMaxRankInFile = 64;
+// Stricter than the reference's 128: a valid header nests 3 levels
+// (header, tensor, shape); the rest is room for unknown tensor fields.
+constexpr int kMaxHeaderDepth = 4;
 
 struct DTypeBits {
   std::string_view name;
   int bits;
 };
-// Every dtype name of the safetensors format (safetensors 0.5+).
+// Every dtype name of the safetensors format (the Dtype enum of
+// safetensors 0.8, tensor.rs).
 constexpr DTypeBits kDTypes[] = {
-    {"BOOL", 8},    {"U8", 8},   {"I8", 8},      {"F8_E5M2", 8}, {"F8_E4M3", 8},
-    {"F8_E8M0", 8}, {"F4", 4},   {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"I16", 16},
-    {"U16", 16},    {"F16", 16}, {"BF16", 16},   {"I32", 32},    {"U32", 32},
-    {"F32", 32},    {"F64", 64}, {"I64", 64},    {"U64", 64},    {"C64", 64},
+    {"BOOL", 8},    {"U8", 8},          {"I8", 8},          {"F8_E5M2", 8}, {"F8_E4M3", 8},
+    {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"F4", 4},      {"F6_E2M3", 6},
+    {"F6_E3M2", 6}, {"I16", 16},        {"U16", 16},        {"F16", 16},    {"BF16", 16},
+    {"I32", 32},    {"U32", 32},        {"F32", 32},        {"F64", 64},    {"I64", 64},
+    {"U64", 64},    {"C64", 64},
 };
+
+// A size or offset as the reference reads it: a Rust usize through
+// serde_json, i.e. a JSON integer without a minus sign. serde_json reads
+// "-0" as a float and refuses it; nlohmann reads it as a signed 0, the only
+// non-negative value it does not mark unsigned, so it is refused here too.
+uint64_t ReadSize(const json& value, const std::string& what, std::string_view field) {
+  if (value.is_number_unsigned()) return value.get<uint64_t>();
+  const bool minus_zero = value.is_number_integer() && value.get<int64_t>() == 0;
+  throw Error(what + ": " + std::string(field) + " must be a non-negative integer, got " +
+              (minus_zero ? std::string("-0") : checkpoint::Excerpt(value)));
+}
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -112,38 +131,59 @@ void SafetensorsFile::ParseHeader(std::span<const std::byte> image) {
   }
   const uint64_t header_len = ReadLe64(image.data());
   const uint64_t after_len = image.size() - kLengthBytes;
+  // The limit first, as the reference checks it.
+  if (header_len > kMaxHeaderBytes) {
+    throw Error(where + ": header length " + std::to_string(header_len) +
+                " exceeds the format's limit of " + std::to_string(kMaxHeaderBytes) + " bytes");
+  }
   if (header_len > after_len) {
     throw Error(where + ": header length " + std::to_string(header_len) + " is larger than the " +
                 std::to_string(after_len) +
                 " bytes that follow it (truncated or not a safetensors file)");
   }
-  if (header_len > kMaxHeaderBytes) {
-    throw Error(where + ": header length " + std::to_string(header_len) +
-                " exceeds the format's limit of 100 MiB");
-  }
   const char* text = reinterpret_cast<const char*>(image.data() + kLengthBytes);
+  // The format's specification: the header MUST begin with '{'. (The
+  // reference implementation also skips leading whitespace; a documented
+  // stricter check.)
   if (header_len == 0 || text[0] != '{') {
     throw Error(where + ": header is not a JSON object (it must start with '{')");
   }
+  // nlohmann-json stops at a NUL byte as if the text ended there, so
+  // "{}\0garbage" would parse; for serde_json (the reference) a raw NUL is
+  // never valid JSON. The format pads with spaces, not NULs.
+  if (const void* nul = std::memchr(text, 0, header_len)) {
+    throw Error(where + ": header byte " + std::to_string(static_cast<const char*>(nul) - text) +
+                " is NUL, which is not valid JSON (the header may be padded with spaces only)");
+  }
   const json header = checkpoint::ParseStrictJson(std::string_view(text, header_len),
-                                                  where + ": header", /*max_depth=*/4);
+                                                  where + ": header", kMaxHeaderDepth);
   if (!header.is_object()) throw Error(where + ": header is not a JSON object");
 
   const uint64_t data_size = after_len - header_len;
   data_ = image.data() + kLengthBytes + header_len;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
-      if (!info.is_object()) throw Error(where + ": __metadata__ is not a JSON object");
+      // The reference reads it as Option<HashMap<String, String>>: null is
+      // the same as no metadata (Python's safe_open(...).metadata() is None).
+      if (info.is_null()) continue;
+      if (!info.is_object()) {
+        throw Error(where + ": __metadata__ must be a JSON object of strings or null, got " +
+                    checkpoint::Excerpt(info));
+      }
       for (const auto& [key, value] : info.items()) {
         if (!value.is_string()) {
-          throw Error(where + ": __metadata__ value of \"" + key + "\" is not a string");
+          throw Error(where + ": __metadata__ value of \"" + key + "\" is not a string, got " +
+                      checkpoint::Excerpt(value));
         }
         metadata_[key] = value.get<std::string>();
       }
       continue;
     }
     const std::string what = where + ": tensor \"" + name + "\"";
-    if (!info.is_object()) throw Error(what + " is not a JSON object");
+    if (!info.is_object()) {
+      throw Error(what + " is not a JSON object with dtype, shape and data_offsets, got " +
+                  checkpoint::Excerpt(info));
+    }
     for (const char* key : {"dtype", "shape", "data_offsets"}) {
       if (!info.contains(key)) throw Error(what + " has no \"" + key + "\"");
     }
@@ -161,23 +201,31 @@ void SafetensorsFile::ParseHeader(std::span<const std::byte> image) {
     const json& shape = info["shape"];
     if (!shape.is_array()) throw Error(what + ": shape is not a JSON array");
     if (shape.size() > kMaxRankInFile) {
-      throw Error(what + ": shape has " + std::to_string(shape.size()) + " dimensions");
+      throw Error(what + ": shape has " + std::to_string(shape.size()) + " dimensions; at most " +
+                  std::to_string(kMaxRankInFile) + " are supported");
     }
-    uint64_t elements = 1;
+    // Elements times bits, multiplied in the reference's order: an overflow
+    // anywhere refuses the file, even when a later dimension is 0.
+    uint64_t total_bits = 1;
     bool overflow = false;
+    bool above_int64 = false;
     for (const json& dim : shape) {
-      const uint64_t d = checkpoint::GetUnsigned(dim, what, "each shape dimension");
-      if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
-      overflow |= __builtin_mul_overflow(elements, d, &elements);
-      t.shape.push_back(static_cast<int64_t>(d));
+      const uint64_t d = ReadSize(dim, what, "each shape dimension");
+      overflow = overflow || __builtin_mul_overflow(total_bits, d, &total_bits);
+      above_int64 = above_int64 || d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+      t.shape.push_back(static_cast<int64_t>(d));  // meaningful unless above_int64
     }
-    if (!overflow)
-      overflow = __builtin_mul_overflow(elements, static_cast<uint64_t>(bits), &elements);
+    overflow =
+        overflow || __builtin_mul_overflow(total_bits, static_cast<uint64_t>(bits), &total_bits);
     if (overflow) {
-      throw Error(what + ": shape " + checkpoint::Excerpt(shape) +
-                  " has more elements than fit in 64 bits");
+      throw Error(what + ": shape " + checkpoint::Excerpt(shape) + " of " + t.dtype +
+                  " is too large (its size in bits overflows 64 bits)");
     }
-    const uint64_t total_bits = elements;
+    // Only a zero-size tensor gets here with such a dimension. Shapes are
+    // int64 (as in PyTorch and NumPy, which cannot make this tensor either).
+    if (above_int64) {
+      throw Error(what + ": shape " + checkpoint::Excerpt(shape) + " has a dimension above 2^63-1");
+    }
     if (total_bits % 8 != 0) {
       throw Error(what + ": shape " + ShapeString(t.shape) + " of " + t.dtype +
                   " is not a whole number of bytes");
@@ -188,8 +236,8 @@ void SafetensorsFile::ParseHeader(std::span<const std::byte> image) {
       throw Error(what + ": data_offsets must be [begin, end], got " +
                   checkpoint::Excerpt(offsets));
     }
-    t.begin = checkpoint::GetUnsigned(offsets[0], what, "data_offsets begin");
-    t.end = checkpoint::GetUnsigned(offsets[1], what, "data_offsets end");
+    t.begin = ReadSize(offsets[0], what, "data_offsets begin");
+    t.end = ReadSize(offsets[1], what, "data_offsets end");
     if (t.begin > t.end || t.end > data_size) {
       throw Error(what + ": data_offsets [" + std::to_string(t.begin) + ", " +
                   std::to_string(t.end) + "] outside the data section of " +
@@ -256,6 +304,15 @@ ConstTensorView SafetensorsFile::View(const SafetensorsTensor& tensor,
   if (tensor.shape.size() > static_cast<size_t>(kMaxRank)) {
     throw Error(what + " has rank " + std::to_string(tensor.shape.size()) + "; at most " +
                 std::to_string(kMaxRank) + " is supported");
+  }
+  // A zero-size tensor may have huge other dimensions; the strides and row
+  // counts of a view multiply them, so their product must fit in int64.
+  int64_t nonzero_product = 1;
+  for (int64_t d : tensor.shape) {
+    if (d != 0 && __builtin_mul_overflow(nonzero_product, d, &nonzero_product)) {
+      throw Error(what + " has shape " + ShapeString(tensor.shape) +
+                  ", too large to view (its non-zero dimensions multiply past 2^63-1)");
+    }
   }
   std::span<const std::byte> bytes = Bytes(tensor);
   const void* data = bytes.data();
