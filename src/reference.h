@@ -3,7 +3,7 @@
 // the SIMD kernels (no shared code beyond the scalar dtype conversions).
 //
 // Sums are exact enough in float64; the only roundings are the dtype casts
-// of the op order being modelled (SPEC.md §2): in cast-then-scale mode
+// of the op order being modelled (docs/SPEC.md §2): in cast-then-scale mode
 // h = x*r is rounded to the input dtype (unless f32), then y = gamma*h is
 // rounded to y's dtype; in single-rounding mode only the final rounding.
 #ifndef GLMNORM_SRC_REFERENCE_H_
