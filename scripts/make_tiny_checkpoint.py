@@ -195,7 +195,7 @@ def build(name, out_dir, seed):
             goldens["x/" + n] = x
             goldens["y/" + n] = m(x)
             # f32 activations with bf16 gammas: PyTorch promotes to f32 and
-            # skips the cast back (SPEC.md §2).
+            # skips the cast back (docs/SPEC.md §2).
             if n == "model.norm.weight" or n.endswith(".0.self_attn.q_norm.weight"):
                 xf = random_rows(torch, gen, shape, torch.float32)
                 goldens["xf32/" + n] = xf

@@ -73,7 +73,7 @@ void Apply(const ApplyArgs& args) {
   const int64_t width = x.shape.back();
 
   checkpoint::HostArray y;
-  y.dtype = Promote(gamma.dtype, x.dtype);  // PyTorch's result dtype (SPEC.md §2)
+  y.dtype = Promote(gamma.dtype, x.dtype);  // PyTorch's result dtype (docs/SPEC.md §2)
   y.shape = x.shape;
   y.data.resize(static_cast<size_t>(rows * width) * SizeOf(y.dtype));
   if (rows > 0) {

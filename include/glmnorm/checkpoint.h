@@ -1,5 +1,5 @@
 // The RMSNorms of a GLM-4.5 (glm4_moe) checkpoint directory: found, checked
-// and ready to apply (docs/CHECKPOINTS.md, SPEC.md §5).
+// and ready to apply (docs/CHECKPOINTS.md, docs/SPEC.md §5).
 //
 //   auto norms = glmnorm::CheckpointNorms::Open("/models/GLM-4.5-Air");
 //   for (const std::string& p : norms.problems()) ...;   // empty when sound

@@ -1,5 +1,5 @@
 // The norms of GLM-4.5's residual stream, one decoder step at a time
-// (pre-norm, SPEC.md §4), around the caller's own attention and MLP:
+// (pre-norm, docs/SPEC.md §4), around the caller's own attention and MLP:
 //
 //   step                      residual stream h (caller's buffer, in place)
 //   Begin(0)                  attn_in = input_layernorm_0(h)

@@ -1,4 +1,4 @@
-// Which RMSNorm tensors a glm4_moe model has (SPEC.md §5), by config alone.
+// Which RMSNorm tensors a glm4_moe model has (docs/SPEC.md §5), by config alone.
 #ifndef GLMNORM_CHECKPOINT_NORM_LAYOUT_H_
 #define GLMNORM_CHECKPOINT_NORM_LAYOUT_H_
 

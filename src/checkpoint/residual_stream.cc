@@ -23,7 +23,7 @@ ResidualStream::ResidualStream(std::vector<LayerNorms> layers, const ConstTensor
                                const NormOptions& options)
     : layers_(std::move(layers)), final_norm_(final_norm) {
   static_cast<NormOptions&>(options_) = options;
-  options_.normalize_rounded_sum = true;  // what Transformers does (SPEC.md §4)
+  options_.normalize_rounded_sum = true;  // what Transformers does (docs/SPEC.md §4)
   if (layers_.empty()) throw Error("ResidualStream: no decoder layers given");
   if (final_norm_.data == nullptr) throw Error("ResidualStream: final_norm has no data");
 }

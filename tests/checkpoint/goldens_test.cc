@@ -32,7 +32,7 @@ test::UlpStats CheckGolden(const CheckpointNorms& ck, const SafetensorsFile& gol
   const ConstTensorView x = goldens.View(*xt);
   const ConstTensorView want = goldens.View(*yt);
   const ConstTensorView gamma = ck.Gamma(name);
-  // PyTorch's result dtype of weight * activation (SPEC.md §2).
+  // PyTorch's result dtype of weight * activation (docs/SPEC.md §2).
   EXPECT_EQ(want.dtype, Promote(gamma.dtype, x.dtype)) << y_key;
   std::vector<std::byte> out(yt->size());
   TensorView y;
