@@ -5,11 +5,14 @@ The outputs are computed by `Glm4MoeRMSNorm` (transformers.models.glm4_moe) itse
 PyTorch on the CPU, so the C++ tests in tests/golden/ check glmnorm against exactly what the
 released GLM-4.5 checkpoints were evaluated with (docs/SPEC.md, section 2).
 
-Output (no numpy format, no Python needed by the C++ tests):
-  tests/data/golden/manifest.json   cases, dtypes, shapes, file names, versions, seed
-  tests/data/golden/<case>.<array>.bin
-                                    raw little-endian data: bf16 as its uint16 bits,
-                                    f32 as IEEE float32
+Output (safetensors, read by the C++ tests with glmnorm's own SafetensorsFile):
+  tests/data/golden/<case>.safetensors
+      one file per case: its arrays as tensors (bf16 as BF16, f32 as F32, little-endian), and
+      in "__metadata__" the case's parameters (name, kind, eps, shapes such as rows/width) and
+      the generator's record (format, seed, torch/transformers/numpy/python versions, machine,
+      module). Metadata values are strings: strings as they are, anything else JSON-encoded
+      (eps "1e-05", rows "128", heads '{"num_q_heads": 96, ...}'); no string value may itself
+      read as JSON, so a reader can tell the two apart.
 
 Cases:
   rms_norm      widths 128, 4096, 5120; bf16 x with bf16 gamma, f32 x with f32 gamma, and
@@ -47,6 +50,11 @@ EPS = 1e-5  # rms_norm_eps of GLM-4.5 and GLM-4.5-Air (config.json)
 # GLM-4.5 attention: 96 query heads, 8 kv heads, head_dim 128.
 NUM_Q_HEADS, NUM_K_HEADS, NUM_V_HEADS, HEAD_DIM = 96, 8, 8, 128
 MAX_TOTAL_BYTES = 2 * 1024 * 1024
+# Format 1 was manifest.json + raw .bin files; 2 is one safetensors file per case.
+FORMAT = 2
+DESCRIPTION = ("Outputs of transformers' Glm4MoeRMSNorm (PyTorch, CPU, 1 thread). "
+               "One safetensors file per case: arrays as tensors (bf16 as BF16, f32 as F32); "
+               "case parameters and provenance in __metadata__, non-string values JSON-encoded.")
 
 
 # ----------------------------------------------------------------------------- venv
@@ -101,6 +109,69 @@ def ensure_venv_and_reexec(args, argv):
     os.execve(str(python), [str(python), str(Path(__file__).resolve()), *argv], env)
 
 
+# ----------------------------------------------------------------------------- writer
+# Stdlib only (no torch here), so that the writer can be run and checked on its own.
+
+SAFETENSORS_DTYPES = {"bf16": ("BF16", 2), "f32": ("F32", 4)}
+
+
+def metadata_strings(fields):
+    """safetensors metadata values must be strings: strings stay as they are, other values are
+    JSON-encoded. A string that itself reads as JSON could not be told from an encoded value,
+    so it is refused."""
+    out = {}
+    for key, value in fields.items():
+        if isinstance(value, str):
+            try:
+                json.loads(value)
+            except ValueError:
+                out[key] = value
+                continue
+            raise ValueError(f"metadata {key}={value!r} would read back as JSON")
+        out[key] = json.dumps(value)
+    return out
+
+
+def encode_safetensors(arrays, metadata):
+    """The bytes of a safetensors file. arrays: {name: {"dtype": "bf16"|"f32", "shape": [...],
+    "data": raw little-endian bytes}}; metadata: {key: str}.
+
+    Layout as the reference writer: 8-byte little-endian header length, the JSON header padded
+    with spaces to a multiple of 8 bytes, then the tensors' bytes back to back with no gaps,
+    larger elements first, then by name, so every tensor starts aligned to its element size."""
+    order = sorted(arrays, key=lambda n: (-SAFETENSORS_DTYPES[arrays[n]["dtype"]][1], n))
+    header = {"__metadata__": dict(metadata)}
+    offset = 0
+    for name in order:
+        a = arrays[name]
+        st_dtype, itemsize = SAFETENSORS_DTYPES[a["dtype"]]
+        count = 1
+        for dim in a["shape"]:
+            count *= dim
+        if len(a["data"]) != count * itemsize:
+            raise ValueError(f"{name}: {len(a['data'])} bytes for shape {a['shape']} {st_dtype}")
+        header[name] = {"dtype": st_dtype, "shape": list(a["shape"]),
+                        "data_offsets": [offset, offset + len(a["data"])]}
+        offset += len(a["data"])
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return (len(text).to_bytes(8, "little") + text
+            + b"".join(arrays[name]["data"] for name in order))
+
+
+def write_case(out_dir, case, provenance):
+    """Writes <out_dir>/<case name>.safetensors: the case's arrays as tensors, its other fields
+    and `provenance` (the generator's record) as metadata. Returns the path."""
+    fields = {k: v for k, v in case.items() if k != "arrays"}
+    clash = set(fields) & set(provenance)
+    if clash:
+        raise ValueError(f"case {case['name']}: fields {sorted(clash)} clash with provenance")
+    path = Path(out_dir) / f"{case['name']}.safetensors"
+    path.write_bytes(encode_safetensors(case["arrays"],
+                                        metadata_strings({**fields, **provenance})))
+    return path
+
+
 # ----------------------------------------------------------------------------- data
 
 def main(argv):
@@ -122,13 +193,15 @@ def main(argv):
 
     out_dir = args.out.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("*.bin"):
+    # Old outputs, including format 1's manifest.json and .bin files.
+    for old in [*out_dir.glob("*.safetensors"), *out_dir.glob("*.bin"),
+                *out_dir.glob("manifest.json")]:
         old.unlink()
 
     dtype_names = {torch.bfloat16: "bf16", torch.float32: "f32"}
 
     def save(case_name, array_name, tensor):
-        """Writes one tensor as raw little-endian bytes; returns its manifest entry."""
+        """One tensor's raw little-endian bytes, dtype and shape (written by write_case)."""
         t = tensor.detach().contiguous().cpu()
         if t.dtype == torch.bfloat16:
             raw = t.view(torch.int16).numpy().astype("<i2", copy=False).tobytes()
@@ -136,9 +209,7 @@ def main(argv):
             raw = t.numpy().astype("<f4", copy=False).tobytes()
         else:
             raise ValueError(f"unsupported dtype {t.dtype}")
-        file_name = f"{case_name}.{array_name}.bin"
-        (out_dir / file_name).write_bytes(raw)
-        return {"dtype": dtype_names[t.dtype], "shape": list(t.shape), "file": file_name}
+        return {"dtype": dtype_names[t.dtype], "shape": list(t.shape), "data": raw}
 
     def make_gamma(width):
         """Non-trivial gains: around 1 with spread, some small, some negative (f32)."""
@@ -245,11 +316,10 @@ def main(argv):
                              "q_out": save(name, "q_out", q_out),
                              "k_out": save(name, "k_out", k_out)}})
 
-    manifest = {
-        "format": 1,
+    provenance = {
+        "format": FORMAT,
         "generator": "scripts/make_golden.py",
-        "description": "Outputs of transformers' Glm4MoeRMSNorm (PyTorch, CPU, 1 thread). "
-                       "Raw little-endian arrays: bf16 as uint16 bits, f32 as float32.",
+        "description": DESCRIPTION,
         "seed": args.seed,
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,
@@ -257,9 +327,9 @@ def main(argv):
         "python_version": platform.python_version(),
         "machine": platform.machine(),
         "module": "transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeRMSNorm",
-        "cases": cases,
     }
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    for case in cases:
+        write_case(out_dir, case, provenance)
 
     total = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file())
     print(f"make_golden: wrote {len(cases)} cases to {out_dir} ({total} bytes)")

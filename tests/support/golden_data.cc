@@ -1,30 +1,27 @@
 #include "support/golden_data.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
-#include <iterator>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
 
+#include "glmnorm/safetensors.h"
+
 #ifndef GLMNORM_GOLDEN_DIR
-#error "GLMNORM_GOLDEN_DIR must be defined (tests/golden/CMakeLists.txt)"
+#error "GLMNORM_GOLDEN_DIR must be defined (tests/CMakeLists.txt)"
 #endif
 
 namespace glmnorm::golden {
 namespace {
 
-static_assert(std::endian::native == std::endian::little,
-              "the golden files are little-endian raw arrays");
+static_assert(std::endian::native == std::endian::little, "the golden tensors are little-endian");
 
-std::vector<uint8_t> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("golden: cannot open " + path);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+constexpr const char* kExtension = ".safetensors";
 
 // Monotone map of a float's bits onto the integers (ordered like the values).
 int64_t OrderedKey(DType dtype, uint32_t bits) {
@@ -78,52 +75,77 @@ const Array& Case::Get(const std::string& array_name) const {
 
 std::string GoldenDir() { return GLMNORM_GOLDEN_DIR; }
 
-const nlohmann::json& Manifest() {
-  static const nlohmann::json manifest = [] {
-    const std::vector<uint8_t> text = ReadFile(GoldenDir() + "/manifest.json");
-    return nlohmann::json::parse(text.begin(), text.end());
-  }();
-  return manifest;
+std::string CasePath(const std::string& name) { return GoldenDir() + "/" + name + kExtension; }
+
+std::vector<std::string> AllCaseNames() {
+  std::vector<std::string> names;
+  for (const auto& f : std::filesystem::directory_iterator(GoldenDir())) {
+    if (f.is_regular_file() && f.path().extension() == kExtension) {
+      names.push_back(f.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 std::vector<std::string> CaseNames(const std::string& kind) {
   std::vector<std::string> names;
-  for (const auto& c : Manifest().at("cases")) {
-    if (c.at("kind").get<std::string>() == kind) names.push_back(c.at("name"));
+  for (const std::string& name : AllCaseNames()) {
+    const SafetensorsFile file = SafetensorsFile::Open(CasePath(name));
+    const auto it = file.metadata().find("kind");
+    if (it != file.metadata().end() && it->second == kind) names.push_back(name);
   }
   return names;
 }
 
+nlohmann::json DecodeMetadata(const std::map<std::string, std::string>& metadata) {
+  nlohmann::json meta = nlohmann::json::object();
+  for (const auto& [key, value] : metadata) {
+    nlohmann::json parsed = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+    meta[key] = parsed.is_discarded() ? nlohmann::json(value) : std::move(parsed);
+  }
+  return meta;
+}
+
 DType ParseDType(const std::string& name) {
-  if (name == "bf16") return DType::kBF16;
-  if (name == "f32") return DType::kF32;
+  if (name == "BF16") return DType::kBF16;
+  if (name == "F32") return DType::kF32;
   throw std::runtime_error("golden: unexpected dtype '" + name + "'");
 }
 
 Case LoadCase(const std::string& name) {
-  for (const auto& entry : Manifest().at("cases")) {
-    if (entry.at("name").get<std::string>() != name) continue;
-    Case c;
-    c.name = name;
-    c.kind = entry.at("kind");
-    c.eps = entry.at("eps");
-    c.meta = entry;
-    for (const auto& [array_name, a] : entry.at("arrays").items()) {
-      Array array;
-      array.dtype = ParseDType(a.at("dtype"));
-      array.shape = a.at("shape").get<std::vector<int64_t>>();
-      const std::string path = GoldenDir() + "/" + a.at("file").get<std::string>();
-      array.bytes = ReadFile(path);
-      const auto expected = static_cast<size_t>(array.NumElements()) * SizeOf(array.dtype);
-      if (array.bytes.size() != expected) {
-        throw std::runtime_error("golden: " + path + " has " + std::to_string(array.bytes.size()) +
-                                 " bytes, expected " + std::to_string(expected));
-      }
-      c.arrays.emplace(array_name, std::move(array));
-    }
-    return c;
+  const std::string path = CasePath(name);
+  const SafetensorsFile file = SafetensorsFile::Open(path);
+  Case c;
+  c.name = name;
+  c.meta = DecodeMetadata(file.metadata());
+  if (!c.meta.contains("name") || c.meta["name"] != name) {
+    throw std::runtime_error("golden: " + path + ": metadata does not name the case " + name);
   }
-  throw std::runtime_error("golden: no case named " + name + " in the manifest");
+  if (!c.meta.contains("kind") || !c.meta["kind"].is_string()) {
+    throw std::runtime_error("golden: " + path + ": metadata has no kind");
+  }
+  if (!c.meta.contains("eps") || !c.meta["eps"].is_number()) {
+    throw std::runtime_error("golden: " + path + ": metadata has no numeric eps");
+  }
+  c.kind = c.meta["kind"].get<std::string>();
+  c.eps = c.meta["eps"].get<double>();
+  for (const SafetensorsTensor& t : file.tensors()) {
+    Array array;
+    array.dtype = ParseDType(t.dtype);
+    array.shape = t.shape;
+    const std::span<const std::byte> bytes = file.Bytes(t);
+    const auto expected = static_cast<size_t>(array.NumElements()) * SizeOf(array.dtype);
+    if (bytes.size() != expected) {  // SafetensorsFile checks this already
+      throw std::runtime_error("golden: " + path + ": " + t.name + " has " +
+                               std::to_string(bytes.size()) + " bytes, expected " +
+                               std::to_string(expected));
+    }
+    array.bytes.resize(bytes.size());
+    if (!bytes.empty()) std::memcpy(array.bytes.data(), bytes.data(), bytes.size());
+    c.arrays.emplace(t.name, std::move(array));
+  }
+  return c;
 }
 
 ConstTensorView View(const Array& a) {

@@ -1,6 +1,13 @@
 // Loader of the golden conformance data (tests/data/golden, written by
 // scripts/make_golden.py from Transformers' Glm4MoeRMSNorm) and the bit-level
 // comparisons the golden tests share.
+//
+// Format: one safetensors file per case, <case name>.safetensors, read with
+// glmnorm::SafetensorsFile. Its tensors are the case's arrays (BF16 or F32);
+// its "__metadata__" holds the case's fields (name, kind, eps, rows/width or
+// batch/seq/tokens/heads) and the generator's record (format, seed, versions,
+// module). Metadata values are strings: string fields as they are, all others
+// JSON-encoded (the generator refuses a string field that reads as JSON).
 #ifndef GLMNORM_TESTS_GOLDEN_GOLDEN_DATA_H_
 #define GLMNORM_TESTS_GOLDEN_GOLDEN_DATA_H_
 
@@ -15,7 +22,7 @@
 
 namespace glmnorm::golden {
 
-// One raw array of a case: little-endian bf16 bits or float32.
+// One array of a case (a copy of its tensor): little-endian bf16 bits or float32.
 struct Array {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
@@ -32,7 +39,7 @@ struct Case {
   std::string name;
   std::string kind;  // "rms_norm", "add_rms_norm" or "qk_norm"
   double eps = 0.0;
-  nlohmann::json meta;  // the case's whole manifest entry
+  nlohmann::json meta;  // the file's whole metadata, decoded (DecodeMetadata)
   std::map<std::string, Array> arrays;
 
   // The named array; throws std::runtime_error when the case has none.
@@ -40,16 +47,23 @@ struct Case {
   bool Has(const std::string& array_name) const { return arrays.count(array_name) != 0; }
 };
 
-// Directory of manifest.json (GLMNORM_GOLDEN_DIR, set by CMake).
+// Directory of the case files (GLMNORM_GOLDEN_DIR, set by CMake).
 std::string GoldenDir();
-// manifest.json, parsed once. Throws std::runtime_error when unreadable.
-const nlohmann::json& Manifest();
-// Names of the manifest's cases of one kind, in manifest order.
+// GoldenDir()/<name>.safetensors
+std::string CasePath(const std::string& name);
+// Names of all cases (the *.safetensors files of GoldenDir()), sorted.
+std::vector<std::string> AllCaseNames();
+// Names of the cases of one kind, sorted.
 std::vector<std::string> CaseNames(const std::string& kind);
-// Reads a case and its arrays; checks each file's size against its shape.
-// Throws std::runtime_error on any inconsistency.
+// A case file's metadata as one JSON object: each value that parses as JSON
+// is replaced by the parsed value, the others stay strings.
+nlohmann::json DecodeMetadata(const std::map<std::string, std::string>& metadata);
+// Reads a case and copies its arrays out of the file (SafetensorsFile checks
+// every tensor's size against its shape); checks that the metadata names the
+// case and gives its kind and a numeric eps. Throws std::runtime_error (or
+// glmnorm::Error) on any inconsistency.
 Case LoadCase(const std::string& name);
-// "bf16" -> kBF16, "f32" -> kF32; throws on anything else.
+// Safetensors dtype name: "BF16" -> kBF16, "F32" -> kF32; throws on anything else.
 DType ParseDType(const std::string& name);
 
 // Contiguous views of a whole array (its own shape).

@@ -75,7 +75,7 @@ INSTANTIATE_TEST_SUITE_P(Transformers, GoldenAddRmsNormTest, testing::ValuesIn(k
                            return std::string(info.param);
                          });
 
-TEST(GoldenAddRmsNormCoverageTest, EveryManifestCaseIsTested) {
+TEST(GoldenAddRmsNormCoverageTest, EveryCaseFileIsTested) {
   const std::vector<std::string> tested(std::begin(kAddRmsNormCases), std::end(kAddRmsNormCases));
   EXPECT_EQ(CaseNames("add_rms_norm"), tested);
 }

@@ -134,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(Transformers, GoldenQkNormTest, testing::ValuesIn(kQkNo
                            return std::string(info.param);
                          });
 
-TEST(GoldenQkNormCoverageTest, EveryManifestCaseIsTested) {
+TEST(GoldenQkNormCoverageTest, EveryCaseFileIsTested) {
   const std::vector<std::string> tested(std::begin(kQkNormCases), std::end(kQkNormCases));
   EXPECT_EQ(CaseNames("qk_norm"), tested);
 }

@@ -178,7 +178,7 @@ INSTANTIATE_TEST_SUITE_P(Transformers, GoldenRmsNormTest, testing::ValuesIn(kRms
                            return std::string(info.param);
                          });
 
-TEST(GoldenRmsNormCoverageTest, EveryManifestCaseIsTested) {
+TEST(GoldenRmsNormCoverageTest, EveryCaseFileIsTested) {
   const std::vector<std::string> tested(std::begin(kRmsNormCases), std::end(kRmsNormCases));
   EXPECT_EQ(CaseNames("rms_norm"), tested);
 }
