@@ -79,6 +79,7 @@ std::optional<DType> DTypeFromSafetensors(std::string_view name) {
   if (name == "F16") return DType::kF16;
   if (name == "I8") return DType::kI8;
   if (name == "F8_E4M3") return DType::kF8E4M3;
+  if (name == "I64") return DType::kI64;
   return std::nullopt;
 }
 
@@ -88,6 +89,8 @@ std::string_view SafetensorsName(DType dtype) {
       return "F32";
     case DType::kBF16:
       return "BF16";
+    case DType::kI64:
+      return "I64";
     case DType::kF16:
       return "F16";
     case DType::kI8:
