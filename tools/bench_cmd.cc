@@ -9,9 +9,11 @@
 #include "bench_decoder.h"
 #include "bench_runner.h"
 #include "commands.h"
+#include "format_number.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/glmnorm.h"
 #include "hwy/aligned_allocator.h"
+#include "printable.h"
 #include "reference/reference.h"
 
 namespace glmnorm::tools {
@@ -106,8 +108,9 @@ int RunBench(const BenchOptions& o) {
                         ck->Gamma("model.layers.0.self_attn.q_norm.weight")});
     }
     if (!o.json) {
-      std::printf("checkpoint %s: %s, hidden %lld, eps %g, gammas %s\n", o.checkpoint.c_str(),
-                  ck->model_name().c_str(), static_cast<long long>(cfg.hidden_size), eps,
+      std::printf("checkpoint %s: %s, hidden %lld, eps %s, gammas %s\n",
+                  Printable(o.checkpoint).c_str(), Printable(ck->model_name()).c_str(),
+                  static_cast<long long>(cfg.hidden_size), ShortestString(eps).c_str(),
                   std::string(Name(shapes[0].gamma.dtype)).c_str());
     }
   }

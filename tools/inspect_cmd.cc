@@ -1,24 +1,28 @@
 // glmnorm inspect DIR [--json]: every norm of a checkpoint and every problem.
 //
-// Exit status: 0 sound, 1 problems found, 2 the checkpoint could not be read.
+// Exit status: 0 sound, 1 problems found, 2 the checkpoint could not be read
+// (main prints the error: one line on stderr).
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <exception>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "commands.h"
+#include "format_number.h"
 #include "glmnorm/checkpoint.h"
+#include "glmnorm/error.h"
 #include "glmnorm/safetensors.h"
+#include "printable.h"
 
 namespace glmnorm::tools {
 namespace {
 
 constexpr int kSound = 0;
 constexpr int kProblems = 1;
-constexpr int kUnreadable = 2;
 
 struct InspectArgs {
   std::string dir;
@@ -54,11 +58,13 @@ void PrintJson(const CheckpointNorms& ck) {
   std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
+// Names and problems come from the checkpoint's files: Printable keeps a
+// hostile name from breaking the table's lines or driving the terminal.
 void PrintText(const CheckpointNorms& ck) {
   const ModelConfig& c = ck.config();
-  std::printf("checkpoint   %s\n", ck.dir().c_str());
-  std::printf("model        %s (model_type %s)\n", ck.model_name().c_str(),
-              c.model_type.empty() ? "missing" : c.model_type.c_str());
+  std::printf("checkpoint   %s\n", Printable(ck.dir()).c_str());
+  std::printf("model        %s (model_type %s)\n", Printable(ck.model_name()).c_str(),
+              c.model_type.empty() ? "missing" : Printable(c.model_type).c_str());
   std::printf("hidden_size  %lld\n", static_cast<long long>(c.hidden_size));
   if (c.head_dim) {
     std::printf("head_dim     %lld\n", static_cast<long long>(*c.head_dim));
@@ -68,30 +74,33 @@ void PrintText(const CheckpointNorms& ck) {
   std::printf("layers       %lld (+%lld MTP)\n", static_cast<long long>(c.num_hidden_layers),
               static_cast<long long>(c.num_nextn_predict_layers));
   if (c.rms_norm_eps) {
-    std::printf("eps          %g\n", *c.rms_norm_eps);
+    std::printf("eps          %s\n", ShortestString(*c.rms_norm_eps).c_str());
   } else {
     std::printf("eps          missing from config.json\n");
   }
   std::printf("use_qk_norm  %s\n\n", c.use_qk_norm ? "true" : "false");
 
   size_t name_width = 4;
-  for (const NormTensor& n : ck.norms()) name_width = std::max(name_width, n.name.size());
+  for (const NormTensor& n : ck.norms()) {
+    name_width = std::max(name_width, Printable(n.name).size());
+  }
   const int nw = static_cast<int>(name_width);
   std::printf("%-*s  %-24s %6s  %-5s %10s %10s %10s\n", nw, "name", "role", "width", "dtype", "min",
               "mean", "max");
   for (const NormTensor& n : ck.norms()) {
     const std::string role(RoleName(n.role));
+    const std::string name = Printable(n.name);
     if (!n.present) {
-      std::printf("%-*s  %-24s %6s  %-5s\n", nw, n.name.c_str(), role.c_str(), "-", "MISSING");
+      std::printf("%-*s  %-24s %6s  %-5s\n", nw, name.c_str(), role.c_str(), "-", "MISSING");
       continue;
     }
     const std::optional<DType> dtype = DTypeFromSafetensors(n.dtype);
     if (!dtype || !IsFloatActivation(*dtype)) {  // no gamma values to summarise
-      std::printf("%-*s  %-24s %6lld  %-5s\n", nw, n.name.c_str(), role.c_str(),
-                  static_cast<long long>(ShownWidth(n)), n.dtype.c_str());
+      std::printf("%-*s  %-24s %6lld  %-5s\n", nw, name.c_str(), role.c_str(),
+                  static_cast<long long>(ShownWidth(n)), Printable(n.dtype).c_str());
       continue;
     }
-    std::printf("%-*s  %-24s %6lld  %-5s %10.4g %10.4g %10.4g\n", nw, n.name.c_str(), role.c_str(),
+    std::printf("%-*s  %-24s %6lld  %-5s %10.4g %10.4g %10.4g\n", nw, name.c_str(), role.c_str(),
                 static_cast<long long>(ShownWidth(n)), n.dtype.c_str(), n.stats.min, n.stats.mean,
                 n.stats.max);
   }
@@ -101,24 +110,25 @@ void PrintText(const CheckpointNorms& ck) {
     return;
   }
   std::printf("%zu problem(s):\n", ck.problems().size());
-  for (const std::string& p : ck.problems()) std::printf("  - %s\n", p.c_str());
+  for (const std::string& p : ck.problems()) std::printf("  - %s\n", Printable(p).c_str());
 }
 
 int RunInspect(const InspectArgs& args) {
-  std::unique_ptr<CheckpointNorms> ck;
-  try {
-    ck = std::make_unique<CheckpointNorms>(CheckpointNorms::Open(args.dir));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "glmnorm: %s\n", e.what());
-    return kUnreadable;
-  }
+  // Unreadable: the error propagates to main, which exits 2.
+  const CheckpointNorms ck = CheckpointNorms::Open(args.dir);
   if (args.json) {
-    PrintJson(*ck);
+    PrintJson(ck);
   } else {
-    PrintText(*ck);
+    PrintText(ck);
   }
-  std::fflush(stdout);
-  return ck->sound() ? kSound : kProblems;
+  // The report is the command's result: losing it (a full disk, a closed
+  // pipe reader) is a failure, not a success with no output.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    // errno is the failed write's, whether it failed in a printf or here.
+    throw Error(std::string("cannot write the report to standard output: ") +
+                (errno != 0 ? std::strerror(errno) : "write error"));
+  }
+  return ck.sound() ? kSound : kProblems;
 }
 
 }  // namespace

@@ -6,10 +6,10 @@
 #include <deque>
 #include <limits>
 #include <set>
-#include <sstream>
 
 #include "checkpoint/mapped_file.h"
 #include "checkpoint/norm_layout.h"
+#include "format_number.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/error.h"
 #include "glmnorm/safetensors.h"
@@ -25,21 +25,18 @@ constexpr char kSingleFile[] = "model.safetensors";
 // ports; a GLM-4.5 config carrying it was most likely written by a port.
 constexpr double kSuspiciousEps = 1e-6;
 
-bool FileExists(const std::string& path) {
+// Whether anything is at `path`: a directory or FIFO where a JSON file or a
+// shard belongs is reported as what it is by its reader, not taken for a
+// missing file.
+bool PathExists(const std::string& path) {
   struct stat st {};
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return stat(path.c_str(), &st) == 0;
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
-}
-
-std::string FormatEps(double eps) {
-  std::ostringstream os;
-  os << eps;
-  return os.str();
 }
 
 float LoadAsFloat(const std::byte* p, DType dtype) {
@@ -159,7 +156,7 @@ void CheckpointNorms::Load() {
   } else {
     const double eps = *config_.rms_norm_eps;
     if (!std::isfinite(eps) || eps < 0.0 || eps > 1.0) {
-      problem(std::string(kConfigFile) + ": rms_norm_eps = " + FormatEps(eps) +
+      problem(std::string(kConfigFile) + ": rms_norm_eps = " + ShortestString(eps) +
               " is not a small non-negative number");
     } else if (std::fabs(eps - kSuspiciousEps) < 1e-12) {
       problem(std::string(kConfigFile) +
@@ -186,9 +183,9 @@ void CheckpointNorms::Load() {
   ShardIndex index;
   const std::string index_path = dir_ + "/" + kIndexFile;
   const std::string single_path = dir_ + "/" + kSingleFile;
-  if (FileExists(index_path)) {
+  if (PathExists(index_path)) {
     index = ParseShardIndex(checkpoint::ReadSmallFile(index_path, kMaxJsonFileBytes), index_path);
-  } else if (FileExists(single_path)) {
+  } else if (PathExists(single_path)) {
     SafetensorsFile file = SafetensorsFile::Open(single_path);
     for (const SafetensorsTensor& t : file.tensors()) index.weight_map.emplace(t.name, kSingleFile);
     shards_->files.emplace(kSingleFile, std::move(file));
@@ -295,9 +292,14 @@ void CheckpointNorms::Load() {
     if (!shards_->files.count(shard)) ++others[shard];
   }
   for (const auto& [shard, count] : others) {
-    if (!FileExists(dir_ + "/" + shard)) {
+    struct stat st {};
+    if (stat((dir_ + "/" + shard).c_str(), &st) != 0) {
       problem(std::string(kIndexFile) + " names shard " + shard + " (" + std::to_string(count) +
               " tensors), which does not exist");
+    } else if (!S_ISREG(st.st_mode)) {
+      problem(std::string(kIndexFile) + " names shard " + shard + " (" + std::to_string(count) +
+              " tensors), which is " + std::string(checkpoint::FileTypeName(st.st_mode)) +
+              ", expected a regular file");
     }
   }
 }
@@ -313,7 +315,8 @@ float CheckpointNorms::eps() const {
   }
   const double eps = *config_.rms_norm_eps;
   if (!std::isfinite(eps) || eps < 0.0 || eps > 1.0) {
-    throw Error(dir_ + "/" + kConfigFile + ": rms_norm_eps = " + FormatEps(eps) + " is invalid");
+    throw Error(dir_ + "/" + kConfigFile + ": rms_norm_eps = " + ShortestString(eps) +
+                " is invalid");
   }
   return static_cast<float>(eps);
 }

@@ -24,11 +24,21 @@ struct Fd {
   }
 };
 
+[[noreturn]] void NotRegular(const std::string& path, mode_t mode) {
+  throw Error(path + ": is " + std::string(FileTypeName(mode)) + ", expected a regular file");
+}
+
 int OpenRegular(const std::string& path, Fd& fd, struct stat& st) {
-  fd.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Look before opening: opening a FIFO waits for a writer, and opening a
+  // device can have effects (a tape rewinds, a terminal becomes ours).
+  if (stat(path.c_str(), &st) != 0) throw Error(path + ": cannot open: " + Reason());
+  if (!S_ISREG(st.st_mode)) NotRegular(path, st.st_mode);
+  // O_NONBLOCK: should the path be swapped for a FIFO after the stat, open
+  // still returns at once and the fstat below refuses it.
+  fd.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd.fd < 0) throw Error(path + ": cannot open: " + Reason());
   if (fstat(fd.fd, &st) != 0) throw Error(path + ": cannot stat: " + Reason());
-  if (!S_ISREG(st.st_mode)) throw Error(path + ": not a regular file");
+  if (!S_ISREG(st.st_mode)) NotRegular(path, st.st_mode);
   return fd.fd;
 }
 
@@ -72,6 +82,17 @@ void MappedFile::Reset() {
   if (data_ != nullptr) munmap(const_cast<std::byte*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
+}
+
+std::string_view FileTypeName(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a file of unknown type";
 }
 
 std::string ReadSmallFile(const std::string& path, size_t max_bytes) {

@@ -4,17 +4,22 @@
 #ifndef GLMNORM_CHECKPOINT_MAPPED_FILE_H_
 #define GLMNORM_CHECKPOINT_MAPPED_FILE_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace glmnorm::checkpoint {
 
 class MappedFile {
  public:
   MappedFile() = default;
-  // Throws glmnorm::Error "<path>: cannot open: <reason>" (or not a regular
-  // file, or cannot map). An empty file maps to an empty span.
+  // Throws glmnorm::Error "<path>: cannot open: <reason>", "<path>: is a
+  // FIFO, expected a regular file" (never opens or waits on anything but a
+  // regular file), or "<path>: cannot map: ...". An empty file maps to an
+  // empty span.
   static MappedFile Open(const std::string& path);
 
   MappedFile(MappedFile&& other) noexcept;
@@ -35,8 +40,13 @@ class MappedFile {
 };
 
 // Reads a whole (small) file into a string, for the JSON files. Throws
-// "<path>: cannot open: <reason>" or "<path>: larger than <max> bytes".
+// "<path>: cannot open: <reason>", "<path>: is a directory, expected a
+// regular file" or "<path>: larger than <max> bytes".
 std::string ReadSmallFile(const std::string& path, size_t max_bytes);
+
+// "a directory", "a FIFO", "a character device", ... for messages about a
+// path that is not a regular file; "a regular file" for one that is.
+std::string_view FileTypeName(mode_t mode);
 
 }  // namespace glmnorm::checkpoint
 

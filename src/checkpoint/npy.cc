@@ -1,6 +1,7 @@
 #include "checkpoint/npy.h"
 
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -130,6 +131,37 @@ std::string_view Descr(DType dtype) {
   }
 }
 
+// The data size of an array of `shape`, or nullopt when NumPy would refuse
+// the shape as too big. NumPy (PyArray_NewFromDescr) multiplies the element
+// size by every non-zero dimension and refuses a product over 2^63 - 1 even
+// when another dimension is 0: (0, 2**62, 2**62) is refused, not empty. So
+// zeros are skipped for the limit, and every product is overflow-checked.
+std::optional<uint64_t> DataBytes(std::span<const int64_t> shape, DType dtype) {
+  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  uint64_t nonzero_bytes = SizeOf(dtype);
+  bool empty = false;
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(nonzero_bytes, static_cast<uint64_t>(d), &nonzero_bytes) ||
+        nonzero_bytes > kMax) {
+      return std::nullopt;
+    }
+  }
+  return empty ? 0 : nonzero_bytes;
+}
+
+// NumPy's tuple repr: "()", "(5,)", "(2, 3)".
+std::string ShapeText(std::span<const int64_t> shape) {
+  std::string dims;
+  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shape.size() == 1) dims += ",";
+  return "(" + dims + ")";
+}
+
 }  // namespace
 
 NpyArray ParseNpy(std::span<const std::byte> image, const std::string& label) {
@@ -176,19 +208,16 @@ NpyArray ParseNpy(std::span<const std::byte> image, const std::string& label) {
                 "' is not supported (use '<f4', '<f2', or '<u2' holding raw bf16 bits)");
   }
   out.shape = std::move(*shape);
-  uint64_t elements = 1;
-  for (int64_t d : out.shape) {
-    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements)) {
-      throw Error(label + ": .npy shape has more elements than fit in 64 bits");
-    }
+  const std::optional<uint64_t> size = DataBytes(out.shape, out.dtype);
+  if (!size) {
+    throw Error(label + ": .npy shape " + ShapeText(out.shape) + " of '" + descr +
+                "' is too big: its non-zero dimensions times the element size exceed 2^63 - 1 "
+                "bytes (NumPy refuses it too)");
   }
   if (*fortran && out.shape.size() > 1) {
     throw Error(label + ": .npy array is in Fortran order; save it C-contiguous");
   }
-  uint64_t data_bytes = 0;
-  if (__builtin_mul_overflow(elements, uint64_t{SizeOf(out.dtype)}, &data_bytes)) {
-    throw Error(label + ": .npy shape has more elements than fit in 64 bits");
-  }
+  const uint64_t data_bytes = *size;
   out.data_offset = prefix + header_len;
   const uint64_t available = image.size() - out.data_offset;
   if (data_bytes != available) {
@@ -203,23 +232,14 @@ std::vector<std::byte> EncodeNpy(DType dtype, std::span<const int64_t> shape,
                                  std::span<const std::byte> data) {
   const std::string_view descr = Descr(dtype);
   if (descr.empty()) throw Error(".npy: dtype " + std::string(Name(dtype)) + " cannot be written");
-  // NumPy's tuple repr: "()", "(5,)", "(2, 3)".
-  std::string dims;
-  uint64_t elements = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0 ||
-        __builtin_mul_overflow(elements, static_cast<uint64_t>(shape[i]), &elements)) {
-      throw Error(".npy: invalid shape");
-    }
-    dims += (i ? ", " : "") + std::to_string(shape[i]);
+  const std::optional<uint64_t> size = DataBytes(shape, dtype);
+  if (!size) throw Error(".npy: shape " + ShapeText(shape) + " is invalid or too big");
+  if (*size != data.size()) {
+    throw Error(".npy: " + std::to_string(data.size()) + " bytes given, shape " + ShapeText(shape) +
+                " needs " + std::to_string(*size));
   }
-  if (shape.size() == 1) dims += ",";
-  if (elements * SizeOf(dtype) != data.size()) {
-    throw Error(".npy: " + std::to_string(data.size()) + " bytes given, shape needs " +
-                std::to_string(elements * SizeOf(dtype)));
-  }
-  std::string header =
-      "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string header = "{'descr': '" + std::string(descr) +
+                       "', 'fortran_order': False, 'shape': " + ShapeText(shape) + ", }";
   // Pad with spaces to a multiple of 64 bytes, ending in '\n', as NumPy does.
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');

@@ -97,7 +97,7 @@ TEST(NpyBadInput, EachGivesOneClearMessage) {
   EXPECT_THAT(
       NpyError(
           Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0)),
-      HasSubstr("more elements than fit in 64 bits"));
+      HasSubstr("is too big"));
   EXPECT_THAT(NpyError(Npy("{'descr': '<f4', 'fortran_order': Fals", 0)),
               HasSubstr("expected True or False"));
   std::vector<std::byte> long_header = Npy("{}", 0);
@@ -106,6 +106,43 @@ TEST(NpyBadInput, EachGivesOneClearMessage) {
   std::vector<std::byte> v9 = Npy("{}", 0);
   v9[6] = std::byte{9};
   EXPECT_THAT(NpyError(v9), HasSubstr("version 9 is not supported"));
+}
+
+// NumPy refuses an array whose element size times its non-zero dimensions
+// exceeds 2^63 - 1 bytes, even when another dimension is 0 (checked with
+// numpy 2.4: "array is too big"); the reader refuses the same shapes and
+// accepts the rest, without overflow.
+TEST(Npy, RefusesTheShapesNumPyRefusesEvenWhenEmpty) {
+  auto header = [](const std::string& descr, const std::string& shape) {
+    return "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  };
+  const std::string too_big = "too big: its non-zero dimensions times the element size";
+  EXPECT_THAT(NpyError(Npy(header("<f4", "(0, 4611686018427387904, 4611686018427387904)"), 0)),
+              HasSubstr(too_big));
+  EXPECT_THAT(NpyError(Npy(header("<u2", "(0, 4611686018427387904)"), 0)), HasSubstr(too_big));
+  EXPECT_THAT(NpyError(Npy(header("<f4", "(0, 2305843009213693952)"), 0)), HasSubstr(too_big));
+  EXPECT_THAT(NpyError(Npy(header("<f4", "(0, 9223372036854775807)"), 0)), HasSubstr(too_big));
+  EXPECT_THAT(NpyError(Npy(header("<f4", "(0, 1152921504606846976, 2)"), 0)), HasSubstr(too_big));
+  EXPECT_THAT(NpyError(Npy(header("<f4", "(0, 9223372036854775808)"), 0)),
+              HasSubstr("dimension too large"));
+  // Within the limit: empty arrays of that shape.
+  for (const auto& [descr, shape] :
+       std::vector<std::pair<std::string, std::string>>{{"<f4", "(0, 2305843009213693951)"},
+                                                        {"<u2", "(0, 2305843009213693952)"},
+                                                        {"<f4", "(2305843009213693951, 0)"},
+                                                        {"<u2", "(0, 1152921504606846976, 2)"}}) {
+    SCOPED_TRACE(descr + " " + shape);
+    const std::vector<std::byte> image = Npy(header(descr, shape), 0);
+    const NpyArray a = ParseNpy(image, "a.npy");
+    EXPECT_EQ(a.data_bytes, 0u);
+    EXPECT_EQ(a.data_offset, image.size());
+  }
+  // The writer checks the same way.
+  const std::vector<int64_t> huge = {0, int64_t{1} << 62, int64_t{1} << 62};
+  EXPECT_THAT([&] { EncodeNpy(DType::kF32, huge, {}); },
+              testing::ThrowsMessage<Error>(HasSubstr("is invalid or too big")));
+  const std::vector<int64_t> empty = {0, int64_t{1} << 40, 16};
+  EXPECT_EQ(ParseNpy(EncodeNpy(DType::kF32, empty, {}), "e.npy").shape, empty);
 }
 
 TEST(ArrayFile, ChoosesTheFormatByExtension) {
