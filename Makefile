@@ -16,8 +16,9 @@ BIN := build/release/tools/glmnorm
 #   libbenchmark-dev    Google Benchmark (bench/ micro-benchmarks)
 #   libcli11-dev        argument parsing of the glmnorm tool
 #   nlohmann-json3-dev  safetensors headers, shard index, config.json
+#   pkg-config          the install test builds a consumer through glmnorm.pc
 DEB_PACKAGES := cmake ninja-build g++ make libhwy-dev libgtest-dev libgmock-dev \
-                libbenchmark-dev libcli11-dev nlohmann-json3-dev
+                libbenchmark-dev libcli11-dev nlohmann-json3-dev pkg-config
 
 # The Python packages of the safetensors parity test (ctest safetensors_parity).
 # scripts/python_env.sh keeps their venv outside the clone, in

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "checkpoint/norm_layout.h"
+#include "io/norm_layout.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/error.h"
 

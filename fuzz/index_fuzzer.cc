@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "checkpoint/norm_layout.h"
+#include "io/norm_layout.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/error.h"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "checkpoint/npy.h"
+#include "npy.h"
 #include "glmnorm/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -21,12 +21,12 @@
 #include <optional>
 #include <string>
 
-#include "checkpoint/array_file.h"
-#include "checkpoint/atomic_file.h"
-#include "checkpoint/mapped_file.h"
-#include "checkpoint/npy.h"
+#include "array_file.h"
+#include "atomic_file.h"
+#include "io/mapped_file.h"
+#include "npy.h"
 #include "commands.h"
-#include "format_number.h"
+#include "core/format_number.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/error.h"
 #include "glmnorm/rms_norm.h"

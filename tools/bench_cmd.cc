@@ -9,7 +9,7 @@
 #include "bench_decoder.h"
 #include "bench_runner.h"
 #include "commands.h"
-#include "format_number.h"
+#include "core/format_number.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/glmnorm.h"
 #include "hwy/aligned_allocator.h"

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "commands.h"
-#include "format_number.h"
+#include "core/format_number.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/error.h"
 #include "glmnorm/safetensors.h"

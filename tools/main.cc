@@ -6,7 +6,7 @@
 #include <exception>
 #include <string>
 
-#include "checkpoint/atomic_file.h"
+#include "atomic_file.h"
 #include "commands.h"
 #include "printable.h"
 

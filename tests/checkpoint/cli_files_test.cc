@@ -15,7 +15,7 @@
 #include <map>
 #include <thread>
 
-#include "checkpoint/array_file.h"
+#include "array_file.h"
 #include "cli_runner.h"
 #include "fixtures.h"
 #include "glmnorm/checkpoint.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/array_file.h"
+#include "array_file.h"
 #include "fixtures.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/rms_norm.h"

@@ -2,7 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "checkpoint/norm_layout.h"
+#include "io/norm_layout.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/error.h"
 

@@ -1,12 +1,12 @@
 // .npy reading and writing (the CLI's array format).
-#include "checkpoint/npy.h"
+#include "npy.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "checkpoint/array_file.h"
+#include "array_file.h"
 #include "fixtures.h"
 #include "glmnorm/error.h"
 

@@ -1,7 +1,7 @@
 // config.json: the fields the norms of a glm4_moe model depend on.
 #include <cmath>
 
-#include "checkpoint/json_util.h"
+#include "io/json_util.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/error.h"
 

@@ -1,4 +1,4 @@
-#include "checkpoint/npy.h"
+#include "npy.h"
 
 #include <cstring>
 #include <limits>

@@ -6,8 +6,8 @@
 #include <limits>
 #include <utility>
 
-#include "checkpoint/json_util.h"
-#include "checkpoint/mapped_file.h"
+#include "io/json_util.h"
+#include "io/mapped_file.h"
 #include "glmnorm/error.h"
 
 namespace glmnorm {

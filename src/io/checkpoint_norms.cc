@@ -7,9 +7,9 @@
 #include <limits>
 #include <set>
 
-#include "checkpoint/mapped_file.h"
-#include "checkpoint/norm_layout.h"
-#include "format_number.h"
+#include "io/mapped_file.h"
+#include "io/norm_layout.h"
+#include "core/format_number.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/error.h"
 #include "glmnorm/safetensors.h"

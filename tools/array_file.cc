@@ -1,7 +1,7 @@
-#include "checkpoint/array_file.h"
+#include "array_file.h"
 
-#include "checkpoint/mapped_file.h"
-#include "checkpoint/npy.h"
+#include "io/mapped_file.h"
+#include "npy.h"
 #include "glmnorm/error.h"
 #include "glmnorm/safetensors.h"
 

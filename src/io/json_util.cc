@@ -1,4 +1,4 @@
-#include "checkpoint/json_util.h"
+#include "io/json_util.h"
 
 #include <set>
 #include <vector>

@@ -1,5 +1,5 @@
 // model.safetensors.index.json: which shard holds which tensor.
-#include "checkpoint/json_util.h"
+#include "io/json_util.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/error.h"
 

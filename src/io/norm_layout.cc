@@ -1,4 +1,4 @@
-#include "checkpoint/norm_layout.h"
+#include "io/norm_layout.h"
 
 #include <charconv>
 

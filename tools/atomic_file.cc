@@ -1,4 +1,4 @@
-#include "checkpoint/atomic_file.h"
+#include "atomic_file.h"
 
 #include <fcntl.h>
 #include <pthread.h>
