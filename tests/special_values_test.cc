@@ -1,7 +1,7 @@
 // Special values through every op, every input and every compiled SIMD
 // target: each output bit (NaN sign included) is the same on every target,
 // and matches the reference (float64 oracle for the norms, the scalar
-// quantisers of reference.cc for the quantised outputs, a scalar float32
+// quantisers of quant_reference.cc for the quantised outputs, a scalar float32
 // model of the RoPE rotation that qk_norm.h defines).
 //
 // One table of ops (kOps) x the inputs each op reads x kSpecials x the
