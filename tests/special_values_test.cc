@@ -122,54 +122,29 @@ void Append(Bytes* out, const void* p, size_t n) {
 }
 void Append(Bytes* out, const Buffer& b) { Append(out, b.data(), b.size * SizeOf(b.dtype)); }
 
-bool IsNaNBits(DType t, const void* p) {
-  uint32_t u = 0;
-  std::memcpy(&u, p, SizeOf(t));
-  switch (t) {
-    case DType::kF32: return (u & 0x7FFFFFFFu) > 0x7F800000u;
-    case DType::kBF16: return (u & 0x7FFFu) > 0x7F80u;
-    default: return (u & 0x7FFFu) > 0x7C00u;
-  }
+// Element i of both buffers, for a failure message.
+std::string Describe(const Buffer& got, const Buffer& want, int64_t i) {
+  const double g = got.Get(i), w = want.Get(i);
+  return "element " + std::to_string(i) + ": got " + std::to_string(g) +
+         (std::signbit(g) ? " (sign -)" : "") + ", reference " + std::to_string(w) +
+         (std::signbit(w) ? " (sign -)" : "");
 }
 
-bool SignBit(DType t, const void* p) {
-  uint32_t u = 0;
-  std::memcpy(&u, p, SizeOf(t));
-  return (u >> (SizeOf(t) * 8 - 1)) & 1;
+test::UlpStats Compare(const Buffer& got, const Buffer& want) {
+  return test::CompareUlp(got.dtype, got.data(), want.data(), static_cast<int64_t>(got.size));
 }
 
 // NaN outputs must be NaN in the reference too, with the same sign; the
 // values themselves are checked by the ulp comparisons.
 std::string CompareNaNs(const Buffer& got, const Buffer& want) {
-  const size_t s = SizeOf(got.dtype);
-  for (size_t i = 0; i < got.size; ++i) {
-    const auto* g = static_cast<const uint8_t*>(got.data()) + i * s;
-    const auto* w = static_cast<const uint8_t*>(want.data()) + i * s;
-    const bool gn = IsNaNBits(got.dtype, g), wn = IsNaNBits(want.dtype, w);
-    if (gn != wn || (gn && SignBit(got.dtype, g) != SignBit(want.dtype, w))) {
-      return "element " + std::to_string(i) + ": got " + std::to_string(got.Get(i)) +
-             (SignBit(got.dtype, g) ? " (sign -)" : "") + ", reference " +
-             std::to_string(want.Get(i)) + (SignBit(want.dtype, w) ? " (sign -)" : "");
-    }
-  }
-  return "";
+  const test::UlpStats s = Compare(got, want);
+  return s.nan_mismatches == 0 ? "" : Describe(got, want, s.first_nan_mismatch);
 }
 
 // Exact equality of every element with the reference (NaN: same sign).
 std::string CompareExact(const Buffer& got, const Buffer& want) {
-  const size_t s = SizeOf(got.dtype);
-  for (size_t i = 0; i < got.size; ++i) {
-    const auto* g = static_cast<const uint8_t*>(got.data()) + i * s;
-    const auto* w = static_cast<const uint8_t*>(want.data()) + i * s;
-    const bool gn = IsNaNBits(got.dtype, g), wn = IsNaNBits(want.dtype, w);
-    const bool same = gn || wn ? gn == wn && SignBit(got.dtype, g) == SignBit(want.dtype, w)
-                               : std::memcmp(g, w, s) == 0;
-    if (!same) {
-      return "element " + std::to_string(i) + ": got " + std::to_string(got.Get(i)) +
-             ", reference " + std::to_string(want.Get(i));
-    }
-  }
-  return "";
+  const test::UlpStats s = Compare(got, want);
+  return s.bit_mismatches == 0 ? "" : Describe(got, want, s.first_bit_mismatch);
 }
 
 std::string CompareOracle(const ConstTensorView& x, const ConstTensorView& g,
@@ -537,6 +512,29 @@ INSTANTIATE_TEST_SUITE_P(AllOps, SpecialValues,
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(kOps[info.param].name);
                          });
+
+// The comparisons above rest on test::CompareUlp: it must see what they
+// need (NaN on one side, NaN signs, signed zeros), in every float dtype.
+TEST(SpecialValuesComparison, SeesNaNSignsAndSignedZeros) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(Name(t));
+    Buffer got(t, 6), want(t, 6);
+    const float g[6] = {1.0f, nan, -nan, 0.0f, nan, 2.0f};
+    const float w[6] = {1.0f, nan, nan, -0.0f, 3.0f, 2.0f};
+    for (int i = 0; i < 6; ++i) got.Set(i, g[i]), want.Set(i, w[i]);
+    const test::UlpStats s = Compare(got, want);
+    EXPECT_EQ(s.identical, 5);       // all but NaN/3 are 0 ulp apart
+    EXPECT_EQ(s.nan_mismatches, 2);  // -NaN/NaN, NaN/3
+    EXPECT_EQ(s.first_nan_mismatch, 2);
+    EXPECT_EQ(s.bit_mismatches, 3);  // -NaN/NaN, +0/-0, NaN/3
+    EXPECT_EQ(s.first_bit_mismatch, 2);
+    EXPECT_EQ(s.max_ulp, reference::kNaNUlpDistance);
+    EXPECT_EQ(CompareExact(got, got), "");
+    EXPECT_NE(CompareExact(got, want), "");
+    EXPECT_NE(CompareNaNs(got, want), "");
+  }
+}
 
 // The examples of the fault report: x f32 [[1, 2, NaN, 4..8], [1, 2, +inf,
 // 4..8]], gamma ones, e4m3 with a static scale 1.

@@ -80,7 +80,7 @@ int64_t UlpDistance(DType t, const void* a, const void* b) {
   std::memcpy(&ua, a, SizeOf(t));
   std::memcpy(&ub, b, SizeOf(t));
   const bool na = IsNan(t, ua), nb = IsNan(t, ub);
-  if (na || nb) return na && nb ? 0 : std::numeric_limits<int32_t>::max();
+  if (na || nb) return na && nb ? 0 : kNaNUlpDistance;
   const int bits = static_cast<int>(SizeOf(t)) * 8;
   const int64_t d = Ordered(ua, bits) - Ordered(ub, bits);
   return d < 0 ? -d : d;

@@ -7,6 +7,7 @@
 #define GLMNORM_SRC_REFERENCE_ORACLE_H_
 
 #include <cstdint>
+#include <limits>
 
 #include "glmnorm/base.h"
 
@@ -19,9 +20,15 @@ void Store(void* base, DType t, int64_t index, double v);
 // v rounded once to dtype t, back as float64 (f32: rounded to float32).
 double RoundTo(DType t, double v);
 
+// What UlpDistance gives when exactly one of its values is NaN: beyond any
+// ulp limit.
+inline constexpr int64_t kNaNUlpDistance = std::numeric_limits<int32_t>::max();
+
 // Distance in units in the last place between two values of dtype t, read
-// from their storage; 0 when both are the same NaN class or equal infs,
-// a huge number when exactly one is NaN.
+// from their storage: floats of one width are ordered like integers
+// (negatives mirrored), so +0 and -0 are 0 apart. 0 when both are NaN (any
+// sign or payload), kNaNUlpDistance when exactly one is. The one per-element
+// distance of the oracles and the tests (tests/support/test_support.h).
 int64_t UlpDistance(DType t, const void* a, const void* b);
 
 // Element offset of row `row` of a view (leading dims row-major).

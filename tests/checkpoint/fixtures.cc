@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -56,31 +55,6 @@ std::vector<uint16_t> Bf16(const std::vector<float>& values) {
   for (float v : values) out.push_back(BF16FromF32(v));
   return out;
 }
-
-UlpStats CompareUlp(DType dtype, const void* got, const void* want, int64_t elements) {
-  UlpStats s;
-  s.elements = elements;
-  const int bits = static_cast<int>(SizeOf(dtype)) * 8;
-  const uint32_t sign = 1u << (bits - 1);
-  // Floats of one width map to integers in order (negatives mirrored), so
-  // the ulp distance is a difference of integers.
-  auto ordered = [&](const void* base, int64_t i) {
-    uint32_t u = 0;
-    std::memcpy(&u, static_cast<const std::byte*>(base) + i * SizeOf(dtype), SizeOf(dtype));
-    const int64_t mag = u & (sign - 1);
-    return (u & sign) ? -mag : mag;
-  };
-  for (int64_t i = 0; i < elements; ++i) {
-    const int64_t d = std::llabs(ordered(got, i) - ordered(want, i));
-    if (d == 0) continue;
-    if (s.first < 0) s.first = i;
-    ++s.differ;
-    s.max_ulp = std::max(s.max_ulp, d);
-  }
-  return s;
-}
-
-int64_t UlpLimit(DType dtype) { return dtype == DType::kF32 ? 4 : 1; }
 
 std::vector<std::byte> RawSafetensors(const std::string& header, size_t data_bytes,
                                       std::optional<uint64_t> header_len) {

@@ -44,19 +44,6 @@ std::vector<std::byte> BytesOf(const std::vector<T>& v) {
   return std::vector<std::byte>(p, p + v.size() * sizeof(T));
 }
 
-// Compares two arrays of `dtype` element by element. The library promises
-// at most 1 ulp against exact arithmetic for bf16/f16 outputs and 4 for f32
-// (its float32 reduction order is its own, not PyTorch's), so a golden made
-// by PyTorch may differ from it by that much; the stats say how often.
-struct UlpStats {
-  int64_t elements = 0;
-  int64_t differ = 0;  // elements not bit-identical
-  int64_t max_ulp = 0;
-  int64_t first = -1;  // index of the first difference
-};
-UlpStats CompareUlp(DType dtype, const void* got, const void* want, int64_t elements);
-int64_t UlpLimit(DType dtype);  // 1 for bf16/f16, 4 for f32
-
 // A safetensors file image from a raw JSON header and data section.
 std::vector<std::byte> RawSafetensors(const std::string& header, size_t data_bytes,
                                       std::optional<uint64_t> header_len = std::nullopt);

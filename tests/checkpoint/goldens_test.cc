@@ -14,6 +14,7 @@
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/rms_norm.h"
 #include "glmnorm/safetensors.h"
+#include "support/test_support.h"
 
 namespace glmnorm {
 namespace {
@@ -47,12 +48,15 @@ test::UlpStats CheckGolden(const CheckpointNorms& ck, const SafetensorsFile& gol
   const int64_t elements = static_cast<int64_t>(yt->size() / SizeOf(want.dtype));
   const test::UlpStats s = test::CompareUlp(want.dtype, out.data(), want.data, elements);
   EXPECT_LE(s.max_ulp, test::UlpLimit(want.dtype))
-      << name << " on " << x_key << ": first difference at element " << s.first;
+      << name << " on " << x_key << ": first difference at element " << s.first_difference;
+  EXPECT_EQ(s.nan_mismatches, 0)
+      << name << " on " << x_key << ": NaN sign or NaN-ness differs at element "
+      << s.first_nan_mismatch;
   if (want.dtype != DType::kF32) {
     // bf16 rounding hides the float32 reduction order: a difference needs
     // x*r within ~2^-16 of a rounding midpoint, so nearly all are identical.
-    EXPECT_LE(s.differ * 100, elements)
-        << name << " on " << x_key << ": " << s.differ << " of " << elements << " outputs differ";
+    EXPECT_LE(s.differ() * 100, elements)
+        << name << " on " << x_key << ": " << s.differ() << " of " << elements << " outputs differ";
   }
   return s;
 }
@@ -71,7 +75,7 @@ TEST_P(Goldens, EveryNormMatchesTransformers) {
   auto check = [&](const std::string& name, const std::string& x, const std::string& y) {
     const test::UlpStats s = CheckGolden(ck, goldens, name, x, y);
     compared += s.elements;
-    differ += s.differ;
+    differ += s.differ();
   };
   for (const NormTensor& n : ck.norms()) {
     check(n.name, "x/" + n.name, "y/" + n.name);
@@ -99,15 +103,11 @@ TEST_P(Goldens, SingleRoundingIsADifferentFunction) {
   std::vector<uint16_t> out(static_cast<size_t>(x.rows() * x.width()));
   RmsNorm(x, ck.Gamma(name), Rows<void*>(out.data(), DType::kBF16, x.rows(), x.width(), x.width()),
           ck.Options(Rounding::kSingle));
-  const auto* want = reinterpret_cast<const uint16_t*>(goldens.Bytes(yt).data());
-  int differ = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i] != want[i]) {
-      ++differ;
-      EXPECT_LE(std::abs(int{out[i]} - int{want[i]}), 1) << "more than 1 ulp at " << i;
-    }
-  }
-  EXPECT_GT(differ, 0);
+  const test::UlpStats s = test::CompareUlp(DType::kBF16, out.data(), goldens.Bytes(yt).data(),
+                                            static_cast<int64_t>(out.size()));
+  EXPECT_LE(s.max_ulp, 1) << "more than 1 ulp at " << s.first_worse;
+  EXPECT_EQ(s.bit_mismatches, s.differ()) << "a zero or a NaN of the other sign";
+  EXPECT_GT(s.differ(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, Goldens, ::testing::Values("tiny_glm45", "tiny_air"));

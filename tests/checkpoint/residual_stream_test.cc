@@ -10,6 +10,7 @@
 #include "glmnorm/decoder.h"
 #include "glmnorm/error.h"
 #include "glmnorm/safetensors.h"
+#include "support/test_support.h"
 
 namespace glmnorm {
 namespace {
@@ -47,12 +48,14 @@ Buffer Load(const SafetensorsFile& f, const std::string& key) {
   const Buffer want = Load(f, key);
   const test::UlpStats s = test::CompareUlp(DType::kBF16, got.v.data(), want.v.data(),
                                             static_cast<int64_t>(want.v.size()));
-  if (s.differ == 0 || (!exact && s.max_ulp <= 1 && s.differ * 100 <= s.elements)) {
+  if (s.nan_mismatches == 0 &&
+      (s.differ() == 0 || (!exact && s.max_ulp <= 1 && s.differ() * 100 <= s.elements))) {
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure()
-         << key << ": " << s.differ << " of " << s.elements << " elements differ, up to "
-         << s.max_ulp << " ulp, first at " << s.first;
+         << key << ": " << s.differ() << " of " << s.elements << " elements differ, up to "
+         << s.max_ulp << " ulp, first at " << s.first_difference << "; NaN mismatches "
+         << s.nan_mismatches;
 }
 
 class Stream : public ::testing::TestWithParam<bool> {};

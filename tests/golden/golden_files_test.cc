@@ -15,7 +15,9 @@
 
 #include "glmnorm/rms_norm.h"
 #include "glmnorm/safetensors.h"
+#include "reference/oracle.h"
 #include "support/golden_data.h"
+#include "support/test_support.h"
 
 namespace glmnorm::golden {
 namespace {
@@ -185,14 +187,15 @@ TEST(GoldenFilesTest, DataIsSmall) {
 
 TEST(GoldenFilesTest, UlpDistanceIsOrdered) {
   // The comparison the other golden tests rely on.
-  EXPECT_EQ(UlpDistance(DType::kBF16, 0x3F80, 0x3F80), 0);
-  EXPECT_EQ(UlpDistance(DType::kBF16, 0x3F80, 0x3F81), 1);
-  EXPECT_EQ(UlpDistance(DType::kBF16, 0x3F80, 0x3F7F), 1);  // across a binade
-  EXPECT_EQ(UlpDistance(DType::kBF16, 0x0000, 0x8000), 0);  // +0 and -0
-  EXPECT_EQ(UlpDistance(DType::kBF16, 0x0001, 0x8001), 2);  // smallest subnormals
-  EXPECT_EQ(UlpDistance(DType::kF32, 0x3F800000u, 0x3F800004u), 4);
-  EXPECT_EQ(UlpDistance(DType::kF32, 0x7FC00000u, 0x3F800000u), INT64_MAX);  // NaN
-  BitStats stats;
+  EXPECT_EQ(test::UlpDistance(DType::kBF16, 0x3F80, 0x3F80), 0);
+  EXPECT_EQ(test::UlpDistance(DType::kBF16, 0x3F80, 0x3F81), 1);
+  EXPECT_EQ(test::UlpDistance(DType::kBF16, 0x3F80, 0x3F7F), 1);  // across a binade
+  EXPECT_EQ(test::UlpDistance(DType::kBF16, 0x0000, 0x8000), 0);  // +0 and -0
+  EXPECT_EQ(test::UlpDistance(DType::kBF16, 0x0001, 0x8001), 2);  // smallest subnormals
+  EXPECT_EQ(test::UlpDistance(DType::kF32, 0x3F800000u, 0x3F800004u), 4);
+  EXPECT_EQ(test::UlpDistance(DType::kF32, 0x7FC00000u, 0x3F800000u),
+            reference::kNaNUlpDistance);  // NaN
+  test::UlpStats stats;
   for (int i = 0; i < 9999; ++i) stats.Add(i, 0);
   stats.Add(9999, 1);
   EXPECT_TRUE(stats.MeetsBf16Bar());  // exactly 99.99%

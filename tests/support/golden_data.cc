@@ -4,10 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <filesystem>
-#include <iomanip>
 #include <iostream>
-#include <limits>
-#include <sstream>
 #include <stdexcept>
 
 #include "glmnorm/safetensors.h"
@@ -22,21 +19,6 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "the golden tensors are little-endian");
 
 constexpr const char* kExtension = ".safetensors";
-
-// Monotone map of a float's bits onto the integers (ordered like the values).
-int64_t OrderedKey(DType dtype, uint32_t bits) {
-  if (dtype == DType::kF32) {
-    const int64_t magnitude = bits & 0x7FFFFFFFu;
-    return (bits & 0x80000000u) ? -magnitude : magnitude;
-  }
-  const int64_t magnitude = bits & 0x7FFFu;
-  return (bits & 0x8000u) ? -magnitude : magnitude;
-}
-
-bool IsNaNBits(DType dtype, uint32_t bits) {
-  if (dtype == DType::kF32) return (bits & 0x7FFFFFFFu) > 0x7F800000u;
-  return (bits & 0x7FFFu) > 0x7F80u;
-}
 
 }  // namespace
 
@@ -176,55 +158,6 @@ TensorView MutableView(Array& a) {
   return v;
 }
 
-int64_t UlpDistance(DType dtype, uint32_t a_bits, uint32_t b_bits) {
-  const bool a_nan = IsNaNBits(dtype, a_bits);
-  const bool b_nan = IsNaNBits(dtype, b_bits);
-  if (a_nan || b_nan) return a_nan && b_nan ? 0 : std::numeric_limits<int64_t>::max();
-  const int64_t d = OrderedKey(dtype, a_bits) - OrderedKey(dtype, b_bits);
-  return d < 0 ? -d : d;
-}
-
-void BitStats::Add(int64_t index, int64_t ulps) {
-  ++total;
-  if (ulps == 0) {
-    ++identical;
-  } else if (ulps == 1) {
-    ++one_ulp;
-  } else {
-    ++worse;
-    if (first_worse < 0) first_worse = index;
-  }
-  if (ulps > max_ulp) max_ulp = ulps;
-}
-
-double BitStats::IdenticalPercent() const {
-  return total == 0 ? 0.0 : 100.0 * static_cast<double>(identical) / static_cast<double>(total);
-}
-
-bool BitStats::MeetsBf16Bar() const {
-  // identical / total >= 99.99%, in integers.
-  return total > 0 && worse == 0 && identical * 10000 >= total * 9999;
-}
-
-std::string BitStats::Summary() const {
-  std::ostringstream s;
-  s << total << " elements: identical " << identical << " (" << std::fixed << std::setprecision(4)
-    << IdenticalPercent() << "%), 1 ulp " << one_ulp << ", worse " << worse << ", max ulp "
-    << max_ulp;
-  if (first_worse >= 0) s << ", first worse at " << first_worse;
-  return s.str();
-}
-
-BitStats CompareBits(DType dtype, const std::vector<uint32_t>& ours,
-                     const std::vector<uint32_t>& theirs) {
-  if (ours.size() != theirs.size()) throw std::runtime_error("golden: size mismatch");
-  BitStats stats;
-  for (size_t i = 0; i < ours.size(); ++i) {
-    stats.Add(static_cast<int64_t>(i), UlpDistance(dtype, ours[i], theirs[i]));
-  }
-  return stats;
-}
-
 std::vector<uint32_t> AllBits(const Array& a) {
   std::vector<uint32_t> bits(static_cast<size_t>(a.NumElements()));
   for (size_t i = 0; i < bits.size(); ++i) bits[i] = a.BitsAt(static_cast<int64_t>(i));
@@ -244,11 +177,13 @@ std::vector<uint32_t> ColumnBits(DType dtype, const void* data, int64_t rows, in
 }
 
 uint16_t NextBf16(uint16_t bits, int direction) {
-  const int64_t key = OrderedKey(DType::kBF16, bits) + (direction > 0 ? 1 : -1);
+  // bf16 bits ordered like their values (negatives mirrored below zero).
+  const int64_t magnitude = bits & 0x7FFF;
+  const int64_t key = ((bits & 0x8000) ? -magnitude : magnitude) + (direction > 0 ? 1 : -1);
   return static_cast<uint16_t>(key < 0 ? (0x8000 | -key) : key);
 }
 
-void Print(const std::string& label, const BitStats& stats) {
+void Print(const std::string& label, const test::UlpStats& stats) {
   std::cout << "[golden] " << label << ": " << stats.Summary() << std::endl;
 }
 

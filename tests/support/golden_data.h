@@ -1,6 +1,6 @@
 // Loader of the golden conformance data (tests/data/golden, written by
-// scripts/make_golden.py from Transformers' Glm4MoeRMSNorm) and the bit-level
-// comparisons the golden tests share.
+// scripts/make_golden.py from Transformers' Glm4MoeRMSNorm) and the raw bits
+// the golden tests compare (with test::CompareUlp, support/test_support.h).
 //
 // Format: one safetensors file per case, <case name>.safetensors, read with
 // glmnorm::SafetensorsFile. Its tensors are the case's arrays (BF16 or F32);
@@ -19,6 +19,7 @@
 
 #include "glmnorm/dtype.h"
 #include "glmnorm/tensor.h"
+#include "support/test_support.h"
 
 namespace glmnorm::golden {
 
@@ -70,31 +71,6 @@ DType ParseDType(const std::string& name);
 ConstTensorView View(const Array& a);
 TensorView MutableView(Array& a);
 
-// Distance in units in the last place between two values of `dtype` given by
-// their raw bits (monotone integer mapping; +0 and -0 are 0 apart). NaN on
-// either side (unless both are NaN) gives INT64_MAX.
-int64_t UlpDistance(DType dtype, uint32_t a_bits, uint32_t b_bits);
-
-// Element-by-element comparison of two equally long arrays of one dtype.
-struct BitStats {
-  int64_t total = 0;
-  int64_t identical = 0;
-  int64_t one_ulp = 0;
-  int64_t worse = 0;  // more than 1 ulp apart (or NaN mismatch)
-  int64_t max_ulp = 0;
-  int64_t first_worse = -1;  // index of the first element more than 1 ulp off
-
-  void Add(int64_t index, int64_t ulps);
-  double IdenticalPercent() const;
-  // At least 99.99% bit-identical and none more than 1 ulp apart.
-  bool MeetsBf16Bar() const;
-  std::string Summary() const;
-};
-
-// Compares `ours` with `theirs` (raw bits per element, both of `dtype`).
-BitStats CompareBits(DType dtype, const std::vector<uint32_t>& ours,
-                     const std::vector<uint32_t>& theirs);
-
 // All elements' raw bits of an array.
 std::vector<uint32_t> AllBits(const Array& a);
 
@@ -110,7 +86,7 @@ std::vector<uint32_t> ColumnBits(DType dtype, const void* data, int64_t rows, in
 uint16_t NextBf16(uint16_t bits, int direction);
 
 // Prints "[golden] label: summary" to stdout, so the figures are visible.
-void Print(const std::string& label, const BitStats& stats);
+void Print(const std::string& label, const test::UlpStats& stats);
 
 }  // namespace glmnorm::golden
 

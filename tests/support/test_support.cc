@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iomanip>
+#include <sstream>
+#include <stdexcept>
 
 #include "hwy/highway.h"
 #include "hwy/targets.h"
@@ -69,7 +72,94 @@ void ForEachTarget(const std::function<void(const char*)>& fn) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
-int64_t UlpLimit(DType y) { return y == DType::kF32 ? 4 : 1; }
+int64_t UlpDistance(DType dtype, uint32_t a_bits, uint32_t b_bits) {
+  if (SizeOf(dtype) == 4) return reference::UlpDistance(dtype, &a_bits, &b_bits);
+  const auto a = static_cast<uint16_t>(a_bits), b = static_cast<uint16_t>(b_bits);
+  return reference::UlpDistance(dtype, &a, &b);
+}
+
+void UlpStats::Add(int64_t index, int64_t ulps) {
+  ++elements;
+  if (ulps == 0) {
+    ++identical;
+  } else {
+    if (first_difference < 0) first_difference = index;
+    if (ulps == 1) {
+      ++one_ulp;
+    } else if (first_worse < 0) {
+      first_worse = index;
+    }
+  }
+  if (ulps > max_ulp) max_ulp = ulps;
+}
+
+double UlpStats::IdenticalPercent() const {
+  return elements == 0 ? 0.0
+                       : 100.0 * static_cast<double>(identical) / static_cast<double>(elements);
+}
+
+bool UlpStats::MeetsBf16Bar() const {
+  // identical / elements >= 99.99%, in integers.
+  return elements > 0 && worse() == 0 && identical * 10000 >= elements * 9999;
+}
+
+std::string UlpStats::Summary() const {
+  std::ostringstream s;
+  s << elements << " elements: identical " << identical << " (" << std::fixed
+    << std::setprecision(4) << IdenticalPercent() << "%), 1 ulp " << one_ulp << ", worse "
+    << worse() << ", max ulp " << max_ulp;
+  if (first_worse >= 0) s << ", first worse at " << first_worse;
+  return s.str();
+}
+
+namespace {
+
+// Counts element `index`: `got` and `want` point at one value of `dtype` each.
+void AddElement(UlpStats& stats, DType dtype, int64_t index, const void* got, const void* want) {
+  const int64_t ulps = reference::UlpDistance(dtype, got, want);
+  stats.Add(index, ulps);
+  // NaN-ness and signs of the values as float64 (exact for every float dtype).
+  const double g = reference::Load(got, dtype, 0), w = reference::Load(want, dtype, 0);
+  const bool g_nan = std::isnan(g), w_nan = std::isnan(w);
+  const bool same_sign = std::signbit(g) == std::signbit(w);
+  if (g_nan != w_nan || (g_nan && !same_sign)) {
+    if (stats.first_nan_mismatch < 0) stats.first_nan_mismatch = index;
+    ++stats.nan_mismatches;
+  }
+  if (ulps != 0 || !same_sign) {
+    if (stats.first_bit_mismatch < 0) stats.first_bit_mismatch = index;
+    ++stats.bit_mismatches;
+  }
+}
+
+}  // namespace
+
+UlpStats CompareUlp(DType dtype, const void* got, const void* want, int64_t elements) {
+  const size_t size = SizeOf(dtype);
+  const auto* g = static_cast<const uint8_t*>(got);
+  const auto* w = static_cast<const uint8_t*>(want);
+  UlpStats stats;
+  for (int64_t i = 0; i < elements; ++i) AddElement(stats, dtype, i, g + i * size, w + i * size);
+  return stats;
+}
+
+UlpStats CompareUlp(DType dtype, const std::vector<uint32_t>& got_bits,
+                    const std::vector<uint32_t>& want_bits) {
+  if (got_bits.size() != want_bits.size()) {
+    throw std::invalid_argument("CompareUlp: " + std::to_string(got_bits.size()) + " vs " +
+                                std::to_string(want_bits.size()) + " elements");
+  }
+  UlpStats stats;
+  for (size_t i = 0; i < got_bits.size(); ++i) {
+    // Each element as storage of its dtype: the low 16 bits for bf16/f16.
+    const uint32_t g32 = got_bits[i], w32 = want_bits[i];
+    const auto g16 = static_cast<uint16_t>(g32), w16 = static_cast<uint16_t>(w32);
+    const bool wide = SizeOf(dtype) == 4;
+    AddElement(stats, dtype, static_cast<int64_t>(i), wide ? static_cast<const void*>(&g32) : &g16,
+               wide ? static_cast<const void*>(&w32) : &w16);
+  }
+  return stats;
+}
 
 OracleStats CompareWithOracle(const ConstTensorView& x, const ConstTensorView& gamma,
                               const ConstTensorView& y, const NormOptions& options,

@@ -16,6 +16,7 @@
 
 #include "glmnorm/add_rms_norm.h"
 #include "support/golden_data.h"
+#include "support/test_support.h"
 
 namespace glmnorm::golden {
 namespace {
@@ -36,13 +37,14 @@ class GoldenAddRmsNormTest : public testing::TestWithParam<const char*> {
   }
 
   void CheckResults(const std::string& label, const Array& residual, const Array& y) {
-    const BitStats sum_stats = CompareBits(residual.dtype, AllBits(residual), AllBits(c_.Get("h")));
+    const test::UlpStats sum_stats =
+        test::CompareUlp(residual.dtype, AllBits(residual), AllBits(c_.Get("h")));
     Print(c_.name + " " + label + ", residual <- residual + delta", sum_stats);
-    EXPECT_EQ(sum_stats.identical, sum_stats.total)
+    EXPECT_EQ(sum_stats.identical, sum_stats.elements)
         << "the residual add must round exactly like torch: " << sum_stats.Summary();
 
     ASSERT_EQ(y.dtype, c_.Get("y").dtype);
-    const BitStats y_stats = CompareBits(y.dtype, AllBits(y), AllBits(c_.Get("y")));
+    const test::UlpStats y_stats = test::CompareUlp(y.dtype, AllBits(y), AllBits(c_.Get("y")));
     Print(c_.name + " " + label + ", y", y_stats);
     EXPECT_TRUE(y_stats.MeetsBf16Bar()) << y_stats.Summary();
   }

@@ -16,6 +16,7 @@
 
 #include "glmnorm/qk_norm.h"
 #include "support/golden_data.h"
+#include "support/test_support.h"
 
 namespace glmnorm::golden {
 namespace {
@@ -60,12 +61,12 @@ class GoldenQkNormTest : public testing::TestWithParam<const char*> {
   }
 
   void CheckQk(const std::string& label, const std::vector<uint8_t>& out, int64_t row_stride) {
-    const BitStats q_stats = CompareBits(
+    const test::UlpStats q_stats = test::CompareUlp(
         DType::kBF16, ColumnBits(DType::kBF16, out.data(), tokens_, row_stride, 0, q_end_),
         AllBits(c_.Get("q_out")));
     Print(c_.name + " " + label + ", q", q_stats);
     EXPECT_TRUE(q_stats.MeetsBf16Bar()) << q_stats.Summary();
-    const BitStats k_stats = CompareBits(
+    const test::UlpStats k_stats = test::CompareUlp(
         DType::kBF16, ColumnBits(DType::kBF16, out.data(), tokens_, row_stride, q_end_, k_end_),
         AllBits(c_.Get("k_out")));
     Print(c_.name + " " + label + ", k", k_stats);

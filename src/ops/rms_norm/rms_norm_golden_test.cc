@@ -30,11 +30,13 @@
 
 #include "glmnorm/rms_norm.h"
 #include "support/golden_data.h"
+#include "support/test_support.h"
 
 namespace glmnorm::golden {
 namespace {
 
-constexpr int64_t kMaxF32UlpsFromTorch = 4;
+// The library's promise for f32 outputs.
+constexpr int64_t kMaxF32UlpsFromTorch = test::UlpLimit(DType::kF32);
 
 const char* const kRmsNormCases[] = {
     "rms_norm_bf16_w128",
@@ -84,7 +86,7 @@ double UlpsFromReference(float value, double ref) {
 }
 
 void CheckBf16Output(const Case& c, const Array& y) {
-  const BitStats stats = CompareBits(DType::kBF16, AllBits(y), AllBits(c.Get("y")));
+  const test::UlpStats stats = test::CompareUlp(DType::kBF16, AllBits(y), AllBits(c.Get("y")));
   Print(c.name, stats);
   EXPECT_TRUE(stats.MeetsBf16Bar()) << stats.Summary();
 }
@@ -99,7 +101,7 @@ void CheckF32Output(const Case& c, const Array& y) {
   int64_t first_far = -1;
   const int64_t n = y.NumElements();
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t ulps = UlpDistance(DType::kF32, y.BitsAt(i), expected.BitsAt(i));
+    const int64_t ulps = test::UlpDistance(DType::kF32, y.BitsAt(i), expected.BitsAt(i));
     ++histogram[ulps <= kMaxF32UlpsFromTorch ? ulps : kMaxF32UlpsFromTorch + 1];
     if (ulps > kMaxF32UlpsFromTorch && first_far < 0) first_far = i;
     const double err_ours = UlpsFromReference(y.At(i), ref[i]);
@@ -126,7 +128,7 @@ void CheckPromotedF32Output(const Case& c, const Array& y) {
   const Array& h = c.Get("h");  // Transformers' bf16(x * r)
   const Array& expected = c.Get("y");
   const int64_t width = gamma.NumElements();
-  BitStats stats;
+  test::UlpStats stats;
   for (int64_t i = 0; i < y.NumElements(); ++i) {
     const float g = gamma.At(i % width);
     const auto h_bits = static_cast<uint16_t>(h.BitsAt(i));
@@ -224,7 +226,7 @@ TEST(GoldenRmsNormOnQkvViewsTest, MatchesQNormAndKNorm) {
       view.stride[d] = stride[d];
     }
     RmsNorm(AsConst(view), View(c.Get(part.gamma)), view);
-    BitStats stats = CompareBits(
+    test::UlpStats stats = test::CompareUlp(
         DType::kBF16,
         ColumnBits(DType::kBF16, buffer.bytes.data(), tokens, qkv_width, col_begin, col_end),
         expected);
@@ -242,7 +244,7 @@ TEST(GoldenRmsNormOnQkvViewsTest, MatchesQNormAndKNorm) {
     in.data = qkv.bytes.data() + col_begin * SizeOf(DType::kBF16);
     Array out = NewArray(DType::kBF16, {batch, seq, part.num_heads, head_dim});
     RmsNorm(in, View(c.Get(part.gamma)), MutableView(out));
-    stats = CompareBits(DType::kBF16, AllBits(out), expected);
+    stats = test::CompareUlp(DType::kBF16, AllBits(out), expected);
     Print(c.name + std::string(" RmsNorm out of place from the ") + part.expected + " view", stats);
     EXPECT_TRUE(stats.MeetsBf16Bar()) << stats.Summary();
   }
