@@ -20,6 +20,7 @@
 
 #include "glmnorm/glmnorm.h"
 #include "glmnorm/quant.h"
+#include "ops/cases.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
 
@@ -70,14 +71,11 @@ struct Combo {
   Rounding rounding;
 };
 
+// The combinations every norm op accepts (src/ops/cases.h).
 std::vector<Combo> Combos() {
   std::vector<Combo> c;
-  for (Rounding r : {Rounding::kCastThenScale, Rounding::kSingle}) {
-    c.push_back({DType::kF32, DType::kF32, r});
-    for (DType t : {DType::kBF16, DType::kF16}) {
-      c.push_back({t, t, r});
-      c.push_back({t, DType::kF32, r});
-    }
+  for (const cases::NormDTypes& d : cases::CommonNormDTypes(/*single_to_f32=*/false)) {
+    c.push_back({d.x, d.w, d.rounding});
   }
   return c;
 }

@@ -13,6 +13,7 @@
 
 #include "glmnorm/add_rms_norm.h"
 #include "glmnorm/glmnorm.h"
+#include "ops/add_rms_norm/add_rms_norm_cases.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
 
@@ -22,32 +23,9 @@ namespace {
 using test::Buffer;
 using ::testing::HasSubstr;
 
-struct AddCombo {
-  DType r, d, w, y;
-  Rounding rounding;
-};
-
-// Residual/delta pairs the op supports (delta == residual, or f32 residual
-// with a 16-bit delta) x every gamma x the output dtypes of both modes.
-std::vector<AddCombo> AddCombos() {
-  const std::pair<DType, DType> kPairs[] = {{DType::kF32, DType::kF32},
-                                            {DType::kBF16, DType::kBF16},
-                                            {DType::kF16, DType::kF16},
-                                            {DType::kF32, DType::kBF16},
-                                            {DType::kF32, DType::kF16}};
-  std::vector<AddCombo> combos;
-  for (auto [r, d] : kPairs) {
-    for (DType w : {DType::kF32, d}) {  // f32 gamma or delta's dtype
-      if (w == d && d == DType::kF32) continue;
-      combos.push_back({r, d, w, Promote(w, r), Rounding::kCastThenScale});
-      // Single rounding: y in the residual's dtype, delta's dtype or f32.
-      combos.push_back({r, d, w, r, Rounding::kSingle});
-      if (r != DType::kF32) combos.push_back({r, d, w, DType::kF32, Rounding::kSingle});
-      if (d != r) combos.push_back({r, d, w, d, Rounding::kSingle});
-    }
-  }
-  return combos;
-}
+// The case table (add_rms_norm_cases.h).
+using AddCombo = cases::AddDTypes;
+std::vector<AddCombo> AddCombos() { return cases::AddRmsNormDTypes(); }
 
 std::string Describe(const AddCombo& c, int64_t width, const char* target, bool rounded_sum) {
   return std::string(target) + " residual=" + std::string(Name(c.r)) +
@@ -150,7 +128,7 @@ void CheckAgainstOracle(const AddCombo& c, int64_t rows, int64_t width, bool rou
   }
 }
 
-const int64_t kWidths[] = {1, 3, 8, 17, 64, 65, 127, 128, 129, 1000, 4096, 5120, 5121};
+const auto& kWidths = cases::kAddRmsNormTestWidths;
 
 TEST(AddRmsNorm, OracleEveryComboEveryTarget) {
   test::Seed();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
+#include "ops/qk_norm/qk_norm_cases.h"
 #include "glmnorm/qk_norm.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
@@ -28,22 +29,16 @@ struct QkCombo {
   Rounding rounding;
 };
 
+// The case table (qk_norm_cases.h).
 std::vector<QkCombo> Combos() {
-  const DType kTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
   std::vector<QkCombo> combos;
-  for (DType t : kTypes) {
-    for (DType w : {DType::kF32, t}) {  // f32 gamma or the input's dtype
-      if (w == t && t == DType::kF32) continue;
-      combos.push_back({t, w, Promote(w, t), Rounding::kCastThenScale});
-      // Single rounding: out in the input's dtype or f32 (validate::OutputDType).
-      combos.push_back({t, w, t, Rounding::kSingle});
-      if (t != DType::kF32) combos.push_back({t, w, DType::kF32, Rounding::kSingle});
-    }
+  for (const cases::NormDTypes& d : cases::QkNormDTypes()) {
+    combos.push_back({d.x, d.w, d.y, d.rounding});
   }
   return combos;
 }
 
-const QkHeads kHeadSets[] = {{96, 8, 8, 128}, {4, 2, 2, 128}, {3, 1, 2, 7}, {2, 0, 1, 64}};
+const auto& kHeadSets = cases::kQkNormTestHeads;
 
 std::string Describe(const QkCombo& c, const QkHeads& h, const char* target) {
   return std::string(target) + " in=" + std::string(Name(c.t)) + " w=" + std::string(Name(c.w)) +

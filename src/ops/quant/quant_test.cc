@@ -13,6 +13,7 @@
 
 #include "glmnorm/glmnorm.h"
 #include "glmnorm/quant.h"
+#include "ops/quant/quant_cases.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
 
@@ -47,13 +48,8 @@ TEST(ReferenceQuantizer, KnownValues) {
   }
 }
 
-struct QCase {
-  DType t, w;
-  Rounding rounding;
-  DType q;
-  bool dynamic;
-  float scale;  // static
-};
+// The case table (quant_cases.h).
+using QCase = cases::QuantCase;
 
 std::string Describe(const QCase& c, int64_t width, const char* target) {
   return std::string(target) + " x=" + std::string(Name(c.t)) + " w=" + std::string(Name(c.w)) +
@@ -63,22 +59,7 @@ std::string Describe(const QCase& c, int64_t width, const char* target) {
          " width=" + std::to_string(width);
 }
 
-std::vector<QCase> Cases() {
-  std::vector<QCase> cases;
-  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (DType w : {DType::kF32, t}) {
-      if (w == DType::kF32 && t == DType::kF32 && !cases.empty() && cases.back().t == t) continue;
-      for (Rounding r : {Rounding::kCastThenScale, Rounding::kSingle}) {
-        for (DType q : {DType::kI8, DType::kF8E4M3}) {
-          cases.push_back({t, w, r, q, true, 1.0f});
-          // Scales that put y in the saturating, normal and subnormal ranges.
-          for (float s : {1e-3f, 0.0123f, 1.0f, 37.0f}) cases.push_back({t, w, r, q, false, s});
-        }
-      }
-    }
-  }
-  return cases;
-}
+std::vector<QCase> Cases() { return cases::QuantCases(); }
 
 // The value dtype quantised: what RmsNorm stores (quant.h).
 DType ValueType(const QCase& c) {
@@ -123,7 +104,7 @@ void CheckQuant(const std::string& what, const QCase& c, const std::vector<uint8
   }
 }
 
-const int64_t kWidths[] = {1, 7, 64, 129, 1000, 5120};
+const auto& kWidths = cases::kQuantTestWidths;
 
 TEST(RmsNormQuant, BitExactAgainstReferenceQuantizerEveryTarget) {
   test::Seed();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
+#include "ops/rms_norm/rms_norm_cases.h"
 #include "support/test_support.h"
 
 namespace glmnorm {
@@ -16,38 +17,10 @@ namespace {
 
 using test::Buffer;
 
-const std::vector<int64_t>& Widths() {
-  static const std::vector<int64_t> widths = [] {
-    std::vector<int64_t> w;
-    for (int64_t i = 1; i <= 33; ++i) w.push_back(i);
-    for (int64_t i : {63, 64, 65, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 4095, 4096,
-                      4097, 5119, 5120, 5121, 8192}) {
-      w.push_back(i);
-    }
-    return w;
-  }();
-  return widths;
-}
-
-struct Combo {
-  DType x, w, y;
-  Rounding rounding;
-};
-
-// Every dtype combination of both modes: cast-then-scale defines y's dtype;
-// single rounding writes x's dtype or f32.
-std::vector<Combo> AllCombos() {
-  const DType kTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
-  std::vector<Combo> combos;
-  for (DType x : kTypes) {
-    for (DType w : kTypes) {
-      combos.push_back({x, w, Promote(w, x), Rounding::kCastThenScale});
-      combos.push_back({x, w, x, Rounding::kSingle});
-      if (x != DType::kF32) combos.push_back({x, w, DType::kF32, Rounding::kSingle});
-    }
-  }
-  return combos;
-}
+// The case table (rms_norm_cases.h).
+using Combo = cases::NormDTypes;
+const std::vector<int64_t>& Widths() { return cases::RmsNormTestWidths(); }
+std::vector<Combo> AllCombos() { return cases::RmsNormDTypes(); }
 
 std::string Describe(const Combo& c, int64_t width, const char* target) {
   return std::string(target) + " x=" + std::string(Name(c.x)) + " w=" + std::string(Name(c.w)) +
