@@ -74,9 +74,6 @@ std::vector<Combo> Combos() {
 DType OutType(const Combo& c) {
   return c.rounding == Rounding::kCastThenScale ? Promote(c.w, c.t) : c.t;
 }
-DType QuantValueType(const Combo& c) {
-  return c.rounding == Rounding::kCastThenScale ? Promote(c.w, c.t) : DType::kF32;
-}
 
 std::string Key(const std::string& op, const Combo& c, int64_t rows, int64_t width,
                 const std::string& extra) {

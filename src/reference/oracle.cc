@@ -76,6 +76,10 @@ bool IsNan(DType t, uint32_t u) {
 }  // namespace
 
 int64_t UlpDistance(DType t, const void* a, const void* b) {
+  // Integer dtypes (i8, i64) have no ulps: equal or not.
+  if (SizeOf(t) > 4 || t == DType::kI8) {
+    return std::memcmp(a, b, SizeOf(t)) == 0 ? 0 : kNaNUlpDistance;
+  }
   uint32_t ua = 0, ub = 0;
   std::memcpy(&ua, a, SizeOf(t));
   std::memcpy(&ub, b, SizeOf(t));

@@ -344,7 +344,9 @@ TEST(RmsNormQuant, DynamicScaleUsableForEveryFiniteRow) {
                     qmax)
               << what;
         }
-        if (max_finite == 0.0f) EXPECT_EQ(scale, 1.0f) << what;
+        if (max_finite == 0.0f) {
+          EXPECT_EQ(scale, 1.0f) << what;
+        }
       }
     });
   }
