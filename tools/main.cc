@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   glmnorm::tools::RegisterBench(app, runner);
   glmnorm::tools::RegisterInspect(app, runner);
   glmnorm::tools::RegisterApply(app, runner);
+  glmnorm::tools::RegisterCheck(app, runner);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
