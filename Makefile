@@ -1,5 +1,8 @@
 # The commands a user runs. Everything else is CMake (see CMakePresets.json).
-#   make demo   install what is missing, build Release, run `glmnorm bench`
+#   make demo   install what is missing, build the tool (Release, quietly),
+#               inspect the bundled tiny GLM-4.5 checkpoint, check its norms
+#               bit for bit against Transformers, then a short benchmark
+#               (scripts/demo.sh)
 #   make test   install what is missing, build, run every test, then again
 #               under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench  the full benchmark (all kernels, longer sampling)
@@ -41,8 +44,8 @@ build: deps
 	cmake --preset release
 	cmake --build --preset release -j $(JOBS)
 
-demo: build
-	$(BIN) bench
+demo: deps
+	@JOBS=$(JOBS) bash scripts/demo.sh
 
 pyenv:
 	@bash scripts/python_env.sh $(PARITY_REQUIREMENTS)

@@ -1,4 +1,5 @@
 // `glmnorm bench`: GLM-4.5 shapes, each kernel against a same-run copy.
+// `glmnorm bench --quick`: only a few of them (what `make demo` shows).
 #include <memory>
 #include <optional>
 #include <random>
@@ -28,8 +29,15 @@ struct BenchOptions {
   double min_seconds = 0.25;
   bool json = false;
   std::string checkpoint;  // non-empty: gammas and eps from this checkpoint
+  bool quick = false;      // only the few cases below, sampled briefly
 };
 
+// --quick: rms_norm at decode (1 token) and prefill (4096 tokens) on the
+// hidden size 5120, the fused residual add + norm, and QK-norm on 96 q + 8 k
+// heads of 128; bf16, as GLM-4.5 runs.
+constexpr int64_t kQuickHidden = 5120;
+constexpr int64_t kQuickTokens = 4096;
+constexpr double kQuickMinSeconds = 0.1;
 
 // A family of rms_norm cases: `rows_per_token` rows of `width` per token,
 // normalised with `gamma` (random when null) and eps.
@@ -114,16 +122,38 @@ int RunBench(const BenchOptions& o) {
                   std::string(Name(shapes[0].gamma.dtype)).c_str());
     }
   }
-  if (!o.json) PrintHeader();
   for (int threads : thread_counts) {
     if (threads < 1) throw Error("bench: --threads must be >= 1, got " + std::to_string(threads));
-    std::vector<BenchCase> cases;
-    std::vector<std::shared_ptr<void>> keep;
+  }
+  // The inputs are made once and timed at each thread count: filling them
+  // with random values takes longer than timing them.
+  if (!o.json) {
+    std::printf("filling the inputs with random values...\n");
+    std::fflush(stdout);
+  }
+  std::vector<BenchCase> cases;
+  std::vector<std::shared_ptr<void>> keep;
+  const int threads = thread_counts.front();
+  if (o.quick) {
+    BenchOptions rms = o;
+    rms.tokens = {1, kQuickTokens};
+    rms.dtypes = {"bf16"};
+    AddRmsNormCases(rms, {{"hidden 5120", 1, kQuickHidden, {}}}, eps, threads, cases, keep);
+    for (const char* kernel : {"add_rms_norm", "qk_norm"}) {
+      AddDecoderCases(kernel, {kQuickTokens}, {"bf16"}, threads, cases, keep);
+    }
+  } else {
     if (o.kernel.empty() || o.kernel == "rms_norm") {
       AddRmsNormCases(o, shapes, eps, threads, cases, keep);
     }
     if (!ck) AddDecoderCases(o.kernel, o.tokens, o.dtypes, threads, cases, keep);  // DECODER.md
-    for (const BenchCase& c : cases) PrintRow(c, Measure(c, o.min_seconds), o.json);
+  }
+  if (!o.json) PrintHeader();
+  for (int t : thread_counts) {
+    for (BenchCase& c : cases) {
+      c.threads = t;
+      PrintRow(c, Measure(c, o.min_seconds), o.json);
+    }
   }
   return 0;
 }
@@ -137,17 +167,33 @@ void RegisterBench(CLI::App& app, CommandRunner& runner) {
   cmd->add_option("--threads", opts->threads,
                   "Thread counts to run (default: 1 and all cores)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--tokens", opts->tokens, "Token counts (default: 1 16 512 4096)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--dtype", opts->dtypes, "Activation dtypes (default: bf16 f32)")
-      ->check(CLI::IsMember({"bf16", "f16", "f32"}));
-  cmd->add_option("--kernel", opts->kernel, "Only this kernel (e.g. rms_norm)");
-  cmd->add_option("--min-time", opts->min_seconds, "Seconds to sample each case (default 0.25)")
-      ->check(CLI::PositiveNumber);
+  CLI::Option* tokens =
+      cmd->add_option("--tokens", opts->tokens, "Token counts (default: 1 16 512 4096)")
+          ->check(CLI::PositiveNumber);
+  CLI::Option* dtype =
+      cmd->add_option("--dtype", opts->dtypes, "Activation dtypes (default: bf16 f32)")
+          ->check(CLI::IsMember({"bf16", "f16", "f32"}));
+  CLI::Option* kernel =
+      cmd->add_option("--kernel", opts->kernel, "Only this kernel (e.g. rms_norm)");
+  CLI::Option* min_time =
+      cmd->add_option("--min-time", opts->min_seconds,
+                      "Seconds to sample each case (default 0.25; 0.1 with --quick)")
+          ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", opts->json, "One JSON object per line");
-  cmd->add_option("--checkpoint", opts->checkpoint,
-                  "GLM-4.5 checkpoint directory: rms_norm with its real gammas and eps");
-  cmd->callback([opts, &runner] { runner = [opts] { return RunBench(*opts); }; });
+  CLI::Option* checkpoint =
+      cmd->add_option("--checkpoint", opts->checkpoint,
+                      "GLM-4.5 checkpoint directory: rms_norm with its real gammas and eps");
+  cmd->add_flag("--quick", opts->quick,
+                "Only a few bf16 GLM-4.5 cases: rms_norm 1x5120 and 4096x5120, add_rms_norm "
+                "4096x5120, qk_norm 4096x104x128 (what `make demo` runs)")
+      ->excludes(tokens)
+      ->excludes(dtype)
+      ->excludes(kernel)
+      ->excludes(checkpoint);
+  cmd->callback([opts, min_time, &runner] {
+    if (opts->quick && min_time->count() == 0) opts->min_seconds = kQuickMinSeconds;
+    runner = [opts] { return RunBench(*opts); };
+  });
 }
 
 }  // namespace glmnorm::tools

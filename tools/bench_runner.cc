@@ -109,9 +109,11 @@ void PrintRow(const BenchCase& c, const BenchResult& r, bool json) {
         {"max_ulp", r.max_ulp}, {"model_bytes", c.model_bytes}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%-20s %-14s %-5s %7d %11.2f %8.2f %9.2f %8.2f %7lld\n", c.kernel.c_str(),
+    // max_ulp -1: the case has no float64 reference check ("-").
+    const std::string ulp = r.max_ulp < 0 ? "-" : std::to_string(r.max_ulp);
+    std::printf("%-20s %-14s %-5s %7d %11.2f %8.2f %9.2f %8.2f %7s\n", c.kernel.c_str(),
                 c.shape.c_str(), c.dtype.c_str(), c.threads, r.ns / 1e3, r.gbps, r.copy_gbps,
-                r.copy_fraction, static_cast<long long>(r.max_ulp));
+                r.copy_fraction, ulp.c_str());
   }
   std::fflush(stdout);
 }

@@ -17,6 +17,7 @@ using CommandRunner = std::function<int()>;
 void RegisterBench(CLI::App& app, CommandRunner& runner);
 void RegisterInspect(CLI::App& app, CommandRunner& runner);
 void RegisterApply(CLI::App& app, CommandRunner& runner);
+void RegisterCheck(CLI::App& app, CommandRunner& runner);
 
 }  // namespace glmnorm::tools
 
