@@ -497,7 +497,7 @@ TEST_F(ApplyFiles, EveryFailureExitsTwoWithOneLine) {
   };
   const std::vector<Case> cases = {
       {{}, "subcommand is required"},
-      {{"frobnicate"}, "unknown command \"frobnicate\"; expected bench, inspect or apply"},
+      {{"frobnicate"}, "unknown command \"frobnicate\"; expected bench, inspect, apply or check"},
       {{"apply", ck_}, "--norm"},
       {with(Apply(x_, y), {"--rounding", "fast"}), "--rounding"},
       {with(Apply(x_, y), {"--bogus"}), "--bogus"},
