@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
+#include "ops/rms_norm/rms_norm_cases.h"
 #include "hwy/targets.h"
 
 namespace {
@@ -33,22 +34,27 @@ void BM_RmsNorm(benchmark::State& state, int64_t target, DType dtype, int64_t ro
     glmnorm::RmsNorm(xv, gv, yv, {}, on_caller);
     benchmark::ClobberMemory();
   }
-  const int64_t bytes = rows * width * 2 * int64_t(glmnorm::SizeOf(dtype));
+  const int64_t bytes = glmnorm::cases::RmsNormBytes(rows, width, dtype, dtype, dtype);
   state.SetBytesProcessed(state.iterations() * bytes);
   hwy::SetSupportedTargetsForTest(0);
 }
 
+// One token and 64 tokens of each shape of RmsNorm's case table
+// (rms_norm_cases.h), on every SIMD target.
 void RegisterAll() {
   for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
     for (DType dtype : {DType::kBF16, DType::kF32}) {
       const std::string suffix =
           std::string("/") + hwy::TargetName(target) + "/" + std::string(glmnorm::Name(dtype));
-      benchmark::RegisterBenchmark(("rms_norm/1x5120" + suffix).c_str(), BM_RmsNorm, target,
-                                   dtype, 1, 5120);
-      benchmark::RegisterBenchmark(("rms_norm/64x5120" + suffix).c_str(), BM_RmsNorm, target,
-                                   dtype, 64, 5120);
-      benchmark::RegisterBenchmark(("rms_norm/104x128" + suffix).c_str(), BM_RmsNorm, target,
-                                   dtype, 104, 128);
+      for (const glmnorm::cases::Shape& shape : glmnorm::cases::kRmsNormBenchShapes) {
+        for (int64_t tokens : {1, 64}) {
+          const int64_t rows = tokens * shape.rows_per_token;
+          const std::string name = "rms_norm/" + std::to_string(rows) + "x" +
+                                   std::to_string(shape.width) + suffix;
+          benchmark::RegisterBenchmark(name.c_str(), BM_RmsNorm, target, dtype, rows,
+                                       shape.width);
+        }
+      }
     }
   }
 }

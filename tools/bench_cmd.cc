@@ -14,6 +14,7 @@
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/glmnorm.h"
 #include "hwy/aligned_allocator.h"
+#include "ops/rms_norm/rms_norm_cases.h"
 #include "printable.h"
 #include "reference/reference.h"
 
@@ -23,7 +24,7 @@ namespace {
 
 struct BenchOptions {
   std::vector<int> threads;  // empty: 1 and all cores
-  std::vector<int64_t> tokens = {1, 16, 512, 4096};
+  std::vector<int64_t> tokens{std::begin(cases::kBenchTokens), std::end(cases::kBenchTokens)};
   std::vector<std::string> dtypes = {"bf16", "f32"};
   std::string kernel;  // empty: all
   double min_seconds = 0.25;
@@ -35,7 +36,7 @@ struct BenchOptions {
 // --quick: rms_norm at decode (1 token) and prefill (4096 tokens) on the
 // hidden size 5120, the fused residual add + norm, and QK-norm on 96 q + 8 k
 // heads of 128; bf16, as GLM-4.5 runs.
-constexpr int64_t kQuickHidden = 5120;
+constexpr int64_t kQuickHidden = cases::kHidden.width;
 constexpr int64_t kQuickTokens = 4096;
 constexpr double kQuickMinSeconds = 0.1;
 
@@ -80,8 +81,7 @@ void AddRmsNormCases(const BenchOptions& o, const std::vector<Shape>& shapes, fl
         c.threads = threads;
         c.rows = rows;
         c.width = s.width;
-        c.model_bytes = rows * s.width * int64_t(SizeOf(t) + SizeOf(yt)) +
-                        s.width * int64_t(SizeOf(gv.dtype));
+        c.model_bytes = cases::RmsNormBytes(rows, s.width, t, gv.dtype, yt);
         c.run = [xv, gv, yv, opt] { RmsNorm(xv, gv, yv, opt); };
         c.max_ulp = [xv, gv, yv, opt] {
           return reference::CompareRmsNorm(xv, gv, AsConst(yv), opt, 0, 64).max_ulp;
@@ -100,9 +100,11 @@ int RunBench(const BenchOptions& o) {
     if (all > 1) thread_counts.push_back(all);
   }
   // GLM-4.5 shapes with random gammas, or the checkpoint's own norms.
-  std::vector<Shape> shapes = {{"hidden 5120", 1, 5120, {}},
-                               {"hidden 4096", 1, 4096, {}},
-                               {"qk heads 104x128", 104, 128, {}}};
+  // (the case table, rms_norm_cases.h)
+  std::vector<Shape> shapes;
+  for (const cases::Shape& s : cases::kRmsNormBenchShapes) {
+    shapes.push_back({s.name, s.rows_per_token, s.width, {}});
+  }
   float eps = kGlmRmsNormEps;
   std::optional<CheckpointNorms> ck;
   if (!o.checkpoint.empty()) {
@@ -138,7 +140,7 @@ int RunBench(const BenchOptions& o) {
     BenchOptions rms = o;
     rms.tokens = {1, kQuickTokens};
     rms.dtypes = {"bf16"};
-    AddRmsNormCases(rms, {{"hidden 5120", 1, kQuickHidden, {}}}, eps, threads, cases, keep);
+    AddRmsNormCases(rms, {{cases::kHidden.name, 1, kQuickHidden, {}}}, eps, threads, cases, keep);
     for (const char* kernel : {"add_rms_norm", "qk_norm"}) {
       AddDecoderCases(kernel, {kQuickTokens}, {"bf16"}, threads, cases, keep);
     }

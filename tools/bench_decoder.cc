@@ -13,14 +13,17 @@
 #include "glmnorm/rms_norm.h"
 #include "hwy/aligned_allocator.h"
 #include "backend/cpu/cpu_backend.h"
+#include "ops/add_rms_norm/add_rms_norm_cases.h"
+#include "ops/qk_norm/qk_norm_cases.h"
+#include "ops/quant/quant_cases.h"
 #include "reference/reference.h"
 
 namespace glmnorm::tools {
 
 namespace {
 
-constexpr int64_t kHidden = 5120;
-constexpr QkHeads kGlmHeads{96, 8, 8, 128};
+constexpr int64_t kHidden = cases::kHidden.width;
+constexpr QkHeads kGlmHeads = cases::kGlm45Heads;
 
 
 // The unfused baseline's add: residual = R(residual + delta), a plain loop
@@ -64,7 +67,6 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
   for (int64_t tokens : tokens_list) {
     for (const std::string& dt : dtypes) {
       const DType t = ParseBenchDType(dt);
-      const int64_t sz = int64_t(SizeOf(t));
       const std::string hidden_shape = std::to_string(tokens) + "x" + std::to_string(kHidden);
       const auto base = [&](const char* name, const std::string& shape, int64_t rows,
                             int64_t width) {
@@ -97,14 +99,14 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
         BenchCase c = base(name, hidden_shape, tokens, kHidden);
         if (k == "add_rms_norm") {
           // y = delta: reads residual and delta, writes residual and y.
-          c.model_bytes = tokens * kHidden * 4 * sz + kHidden * sz;
+          c.model_bytes = cases::AddRmsNormBytes(tokens, kHidden, t, t, t, t);
           c.run = [rv, dv, gv] { AddRmsNorm(rv, AsConst(dv), gv, dv); };
           c.max_ulp = [rv, dv, gv] {
             return reference::CompareRmsNorm(AsConst(rv), gv, AsConst(dv), {}, 0, 64).max_ulp;
           };
         } else if (k == "add_then_rms_norm") {
           // Same model bytes as the fused kernel: GB/s compare as speed.
-          c.model_bytes = tokens * kHidden * 4 * sz + kHidden * sz;
+          c.model_bytes = cases::AddRmsNormBytes(tokens, kHidden, t, t, t, t);
           c.run = [rv, dv, gv, yv] {
             SeparateAdd(rv, AsConst(dv));
             RmsNorm(AsConst(rv), gv, yv);
@@ -116,7 +118,7 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
           // e4m3, dynamic per-token scale: reads residual, delta; writes
           // residual, q (1 byte) and the scales.
           const auto qv = Contiguous<void*>(q->data(), DType::kF8E4M3, {tokens, kHidden});
-          c.model_bytes = tokens * kHidden * (3 * sz + 1) + kHidden * sz + tokens * 4;
+          c.model_bytes = cases::AddRmsNormQuantBytes(tokens, kHidden, t, t, t);
           QuantOptions qo;
           qo.scales = Contiguous<void*>(scales->data(), DType::kF32, {tokens});
           c.run = [rv, dv, gv, qv, qo] { AddRmsNormQuant(rv, AsConst(dv), gv, qv, qo); };
@@ -137,7 +139,7 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
         QuantOptions qo;
         qo.scales = Contiguous<void*>(scales->data(), DType::kF32, {tokens});
         BenchCase c = base("rms_norm_quant", hidden_shape, tokens, kHidden);
-        c.model_bytes = tokens * kHidden * (sz + 1) + kHidden * sz + tokens * 4;
+        c.model_bytes = cases::RmsNormQuantBytes(tokens, kHidden, t, t);
         c.run = [xv, gv, qv, qo] { RmsNormQuant(xv, gv, qv, qo); };
         cases.push_back(std::move(c));
       }
@@ -155,7 +157,7 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
         // (which would time the slow paths). The work done is the same.
         auto qg = std::make_shared<BenchTensor>(t, h.head_dim, 0.0, 1.0, 32);
         auto kg = std::make_shared<BenchTensor>(t, h.head_dim, 0.0, 1.0, 33);
-        const int64_t rot = h.head_dim / 2, half = rot / 2, positions = 4096;
+        const int64_t rot = cases::kGlm45RotaryDim, half = rot / 2, positions = 4096;
         auto cs = std::make_shared<BenchTensor>(DType::kF32, positions * half, 0.0, 0.0, 34);
         auto sn = std::make_shared<BenchTensor>(DType::kF32, positions * half, 0.0, 0.0, 35);
         for (int64_t p = 0; p < positions; ++p) {
@@ -184,7 +186,7 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
                            tokens * qk_heads, h.head_dim);
         // Reads and writes the q and k heads (v untouched); the tables are
         // small and stay in cache.
-        c.model_bytes = tokens * qk_heads * h.head_dim * 2 * sz + 2 * h.head_dim * sz;
+        c.model_bytes = cases::QkNormBytes(tokens, h, t, t, t);
         c.run = [view, h, qgv, kgv, r] { QkNorm(AsConst(view), view, h, qgv, kgv, {}, r); };
         cases.push_back(std::move(c));
       }
