@@ -90,8 +90,16 @@ TEST(EmptyTensors, HugeDimsNextToAZeroDimAreEmptyNotOverflow) {
     x.stride[3] = 1;
     x.stride[2] = 8;
     x.stride[1] = x.stride[0] = int64_t{1} << 62;
-    EXPECT_NO_THROW(RmsNorm(AsConst(x), Contiguous<const void*>(g.data(), DType::kF32, {8}), x))
-        << "zero at dim " << zero_at;
+    const auto gv = Contiguous<const void*>(g.data(), DType::kF32, {8});
+    EXPECT_NO_THROW(RmsNorm(AsConst(x), gv, x)) << "zero at dim " << zero_at;
+    TensorView y = x;
+    y.data = reinterpret_cast<void*>(uintptr_t{1} << 40);  // never touched
+    EXPECT_NO_THROW(AddRmsNorm(x, AsConst(y), gv, y)) << "zero at dim " << zero_at;
+    TensorView q = x;
+    q.dtype = DType::kI8;
+    QuantOptions qo;  // dynamic, null scales: nothing to write
+    EXPECT_NO_THROW(RmsNormQuant(AsConst(x), gv, q, qo)) << "zero at dim " << zero_at;
+    EXPECT_NO_THROW(AddRmsNormQuant(x, AsConst(y), gv, q, qo)) << "zero at dim " << zero_at;
   }
 }
 

@@ -146,14 +146,14 @@ namespace {
 template <typename Ptr>
 void Extent(const BasicTensorView<Ptr>& v, uintptr_t* begin, uintptr_t* end) {
   const auto base = reinterpret_cast<uintptr_t>(v.data);
-  int64_t last = 0;
-  for (int i = 0; i < v.rank; ++i) {
-    if (v.shape[i] == 0) {
-      *begin = *end = base;
-      return;
-    }
-    last += (v.shape[i] - 1) * v.stride[i];
+  // An empty view touches nothing, whatever its other dims (which View()
+  // has not bounded: their products may overflow).
+  if (Empty(v)) {
+    *begin = *end = base;
+    return;
   }
+  int64_t last = 0;
+  for (int i = 0; i < v.rank; ++i) last += (v.shape[i] - 1) * v.stride[i];
   // Negative strides are not produced by our views, but stay correct.
   int64_t lo = 0;
   for (int i = 0; i < v.rank; ++i) {

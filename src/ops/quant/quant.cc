@@ -98,7 +98,8 @@ void RmsNormQuant(const ConstTensorView& x, const ConstTensorView& gamma, const 
   validate::Gamma(kFn, "gamma", gamma, x.width());
   ValidateQuantGamma(kFn, gamma, x.dtype, "x");
   ValidateQ(kFn, "x", x, q);
-  ValidateQuantOptions(kFn, quant, x.rows(), validate::Empty(x));
+  // rows() only for a non-empty view: an empty one may have huge other dims.
+  ValidateQuantOptions(kFn, quant, validate::Empty(x) ? 0 : x.rows(), validate::Empty(x));
   validate::NoPartialOverlap(kFn, "x", x, "q", q, /*allow_same=*/false);
 
   if (validate::Empty(x)) return;
@@ -125,7 +126,8 @@ void AddRmsNormQuant(const TensorView& residual, const ConstTensorView& delta,
   detail::ValidateAddInputs(kFn, residual, delta, gamma, options);
   ValidateQuantGamma(kFn, gamma, delta.dtype, "delta");
   ValidateQ(kFn, "residual", residual, q);
-  ValidateQuantOptions(kFn, quant, residual.rows(), validate::Empty(residual));
+  ValidateQuantOptions(kFn, quant, validate::Empty(residual) ? 0 : residual.rows(),
+                       validate::Empty(residual));
   validate::NoPartialOverlap(kFn, "residual", residual, "q", q, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "delta", delta, "q", q, /*allow_same=*/false);
 
