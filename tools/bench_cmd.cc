@@ -10,6 +10,7 @@
 #include "bench_decoder.h"
 #include "bench_runner.h"
 #include "commands.h"
+#include "core/cpu_features.h"
 #include "core/format_number.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/glmnorm.h"
@@ -150,7 +151,15 @@ int RunBench(const BenchOptions& o) {
     }
     if (!ck) AddDecoderCases(o.kernel, o.tokens, o.dtypes, threads, cases, keep);  // DECODER.md
   }
-  if (!o.json) PrintHeader();
+  if (!o.json) {
+    // Which bf16 rounding the AVX-512 kernels use (core/cpu_features.h).
+    std::printf("bf16 rounding: %s\n",
+                g_native_bf16 ? "native AVX512-BF16 (GLMNORM_PORTABLE_CONVERSIONS=1 forces the "
+                                "portable one)"
+                : CpuHasAvx512Bf16() ? "portable (forced by GLMNORM_PORTABLE_CONVERSIONS)"
+                                     : "portable (this CPU has no AVX512-BF16)");
+    PrintHeader();
+  }
   for (int t : thread_counts) {
     for (BenchCase& c : cases) {
       c.threads = t;

@@ -41,7 +41,9 @@ struct BenchTensor {
 
 struct BenchResult {
   double ns = 0;        // median time of one kernel call
-  double copy_ns = 0;   // median time of one copy of model_bytes / 2
+  double copy_ns = 0;   // median time of one copy of model_bytes / 2: the faster
+                        // of memcpy and a streaming-store copy
+  bool copy_stream = false;  // the streaming-store copy was the faster
   double gbps = 0;
   double copy_gbps = 0;
   double copy_fraction = 0;

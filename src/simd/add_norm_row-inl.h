@@ -30,7 +30,8 @@ void AddNormRows(const Job& job, int64_t row_begin, int64_t row_end) {
   const size_t width = static_cast<size_t>(job.p.width);
   const W* gamma = static_cast<const W*>(job.gamma);
   const bool rounded = job.normalize_rounded_sum;
-  const bool gamma_finite = AllFinite(d, gamma, width);
+  const bool gamma_finite =
+      !FastPathNeedsFiniteGamma<R, O>(d) || AllFinite(d, gamma, width);
   for (int64_t row = row_begin; row < row_end; ++row) {
     R* res = static_cast<R*>(job.residual) + job.residual_rows.Offset(row);
     const Dl* del = static_cast<const Dl*>(job.delta) + job.delta_rows.Offset(row);

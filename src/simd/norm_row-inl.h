@@ -96,6 +96,27 @@ HWY_INLINE void ForEachNormVector(D d, size_t width, InvRms inv, const W* HWY_RE
                                                     load, load_partial, sink);
 }
 
+// Whether the fast path's bits depend on knowing that no lane is NaN, so
+// that a non-finite gamma must be ruled out by a scan first: only the
+// portable bf16 rounding's do (RoundedBF16BitsNoNaN). f32 and f16 values,
+// and the native bf16 conversion, round NaN the same on both paths, so the
+// per-call scan over gamma is skipped for them (it costs as much as a decode
+// row).
+template <typename T, typename O, class D>
+HWY_INLINE bool FastPathNeedsFiniteGamma(D d) {
+  (void)d;
+  if constexpr (!std::is_same_v<T, BF16> && !std::is_same_v<O, BF16>) {
+    return false;
+  } else {
+#if GLMNORM_HAVE_NATIVE_BF16
+    if constexpr (hn::MaxLanes(d) == 16) {
+      if (g_native_bf16) return false;
+    }
+#endif
+    return true;
+  }
+}
+
 // Whether a row may take the fast path of ForEachNormVectorSpan: gamma and
 // the row are finite (so x*r and y have no NaN) and the row needed no
 // rescaling.

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/cpu_features.h"
 #include "hwy/highway.h"
 #include "hwy/targets.h"
 #include "reference/reference.h"
@@ -65,10 +66,16 @@ void FillGamma(Buffer& b) {
 }
 
 void ForEachTarget(const std::function<void(const char*)>& fn) {
+  const bool native_before = g_native_bf16;
   for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
+    // The portable rounding on every target; on AVX-512 also the native
+    // bf16 conversion where this CPU has it (core/cpu_features.h).
+    SetNativeConversions(false);
     fn(hwy::TargetName(target));
+    if (target == HWY_AVX3 && SetNativeConversions(true)) fn("AVX3+BF16");
   }
+  SetNativeConversions(native_before);
   hwy::SetSupportedTargetsForTest(0);
 }
 

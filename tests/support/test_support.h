@@ -38,7 +38,9 @@ void FillRandom(Buffer& b, double scale = 0.0);
 void FillGamma(Buffer& b);
 
 // Runs fn once per SIMD target compiled into the library and supported by
-// this CPU, with dispatch forced to that target. fn gets the target name.
+// this CPU, with dispatch forced to that target and the portable bf16
+// rounding; on AVX-512 CPUs with AVX512-BF16 once more with the native
+// conversion ("AVX3+BF16"). fn gets the target name.
 void ForEachTarget(const std::function<void(const char*)>& fn);
 
 struct OracleStats {

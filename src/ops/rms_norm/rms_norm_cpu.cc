@@ -55,7 +55,8 @@ void RmsNormRowsTyped(const RmsNormJob& job, int64_t row_begin, int64_t row_end)
   const size_t width = static_cast<size_t>(job.p.width);
   const W* gamma = static_cast<const W*>(job.gamma);
   // A non-finite gamma can make y NaN from finite x: take the NaN-safe path.
-  const bool gamma_finite = AllFinite(d, gamma, width);
+  const bool gamma_finite =
+      !FastPathNeedsFiniteGamma<T, O>(d) || AllFinite(d, gamma, width);
   const bool stream = job.size.rows * job.p.width * int64_t{sizeof(O)} >= cpu::kStreamMinBytes;
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);

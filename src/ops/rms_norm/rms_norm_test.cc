@@ -10,6 +10,7 @@
 
 #include "glmnorm/glmnorm.h"
 #include "ops/rms_norm/rms_norm_cases.h"
+#include "reference/reference.h"
 #include "support/test_support.h"
 
 namespace glmnorm {
@@ -57,6 +58,32 @@ TEST(RmsNorm, EveryWidthEveryComboEveryTarget) {
       opt.rounding = c.rounding;
       for (int64_t width : Widths()) CheckCase(c, 3, width, opt, Describe(c, width, target));
     }
+  });
+}
+
+// A NaN gamma lane next to a lane whose y is subnormal, in one 16-lane vector
+// on the fast path: the native bf16 store must fall back to the NaN-safe
+// portable rounding for that vector (convert-inl.h), and every target must
+// give the oracle's bits.
+TEST(RmsNorm, NaNGammaNextToSubnormalOutput) {
+  const int64_t rows = 2, width = 48;
+  Buffer x(DType::kBF16, rows * width), g(DType::kBF16, width), want(DType::kBF16, rows * width);
+  for (int64_t i = 0; i < rows * width; ++i) x.Set(i, 0.5 + 0.01 * double(i % 7));
+  for (int64_t i = 0; i < width; ++i) g.Set(i, 1.0 + 0.001 * double(i));
+  g.Set(0, std::nan(""));
+  g.Set(1, 1e-39);   // y ~ 1e-39: a subnormal float and bf16
+  g.Set(17, -3e-40);
+  const auto xv = Contiguous<const void*>(x.data(), DType::kBF16, {rows, width});
+  const auto gv = Contiguous<const void*>(g.data(), DType::kBF16, {width});
+  reference::RmsNorm(xv, gv, Contiguous<void*>(want.data(), DType::kBF16, {rows, width}), {});
+  test::ForEachTarget([&](const char* target) {
+    Buffer y(DType::kBF16, rows * width);
+    RmsNorm(xv, gv, Contiguous<void*>(y.data(), DType::kBF16, {rows, width}));
+    const test::UlpStats s = test::CompareUlp(DType::kBF16, y.data(), want.data(), rows * width);
+    EXPECT_EQ(s.nan_mismatches, 0) << target;
+    EXPECT_LE(s.max_ulp, 1) << target << " first difference at " << s.first_difference;
+    EXPECT_TRUE(std::isnan(y.Get(0)) && std::isnan(y.Get(width))) << target;
+    EXPECT_NE(y.Get(1), 0.0) << target << ": the subnormal y was flushed to zero";
   });
 }
 
