@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_runner.h"
 #include "fixtures.h"
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/rms_norm.h"
@@ -32,35 +33,9 @@ using ::testing::StartsWith;
 
 const std::string kData = GLMNORM_TEST_DATA;
 
-struct CliRun {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-// A path as one shell word.
-std::string Q(const std::string& path) {
-  std::string out = "'";
-  for (char c : path) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs the glmnorm binary with `args` (paths quoted with Q).
-CliRun Glmnorm(const std::string& args) {
-  test::TempDir tmp;
-  const std::string err_path = tmp / "stderr";
-  const std::string command = Q(GLMNORM_CLI) + " " + args + " 2>" + Q(err_path);
-  CliRun r;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = test::ReadFile(err_path);
-  return r;
-}
+using test::CliRun;
+using test::Glmnorm;
+using test::Q;
 
 // An error: exit 2, nothing on stdout, exactly one line on stderr.
 void ExpectOneLineError(const CliRun& r, const std::string& part) {

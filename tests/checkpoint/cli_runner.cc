@@ -95,4 +95,26 @@ CliResult RunCli(const std::vector<std::string>& args, const CliOptions& options
   return r;
 }
 
+std::string Q(const std::string& path) {
+  std::string out = "'";
+  for (char c : path) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+CliRun Glmnorm(const std::string& args) {
+  TempDir tmp;
+  const std::string err_path = tmp / "stderr";
+  const std::string command = Q(GLMNORM_CLI) + " " + args + " 2>" + Q(err_path);
+  CliRun r;
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = ReadFile(err_path);
+  return r;
+}
+
 }  // namespace glmnorm::test

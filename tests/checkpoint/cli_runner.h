@@ -34,6 +34,16 @@ struct CliOptions {
 
 CliResult RunCli(const std::vector<std::string>& args, const CliOptions& options = {});
 
+// The same through the shell, for tests that write the arguments as one
+// string: `args` with each path quoted by Q; stdout and stderr captured.
+struct CliRun {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+std::string Q(const std::string& path);  // a path as one shell word
+CliRun Glmnorm(const std::string& args);
+
 }  // namespace glmnorm::test
 
 #endif  // GLMNORM_TESTS_CHECKPOINT_CLI_RUNNER_H_
