@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
+#include "glmnorm/quant.h"
 
 namespace glmnorm {
 namespace {
@@ -169,6 +170,52 @@ TEST(Errors, EmptyBatchIsNotAnError) {
   RmsNorm(Contiguous<const void*>(nullptr, DType::kF32, {0, 8}),
           Contiguous<const void*>(g.data(), DType::kF32, {8}),
           Contiguous<void*>(nullptr, DType::kF32, {0, 8}));
+}
+
+}  // namespace
+}  // namespace glmnorm
+
+namespace glmnorm {
+namespace {
+
+// Views that would make the result depend on the order of the writes (and so
+// on the thread split), or read what the call has just written: errors.
+TEST(Errors, OverlappingOutputsAndInputs) {
+  std::vector<float> buf(64, 1.0f);
+  const auto expect = [](const std::function<void()>& call, const std::string& fragment) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected \"" << fragment << "\"";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(fragment));
+    }
+  };
+  const auto x = Contiguous<const void*>(buf.data() + 32, DType::kF32, {3, 4});
+  // gamma inside y: rows after the first would read a gamma already written.
+  expect([&] {
+    RmsNorm(x, Contiguous<const void*>(buf.data(), DType::kF32, {4}),
+            Contiguous<void*>(buf.data(), DType::kF32, {3, 4}));
+  }, "RmsNorm: y overlaps gamma");
+  // Rows of y on top of each other.
+  TensorView y = Contiguous<void*>(buf.data(), DType::kF32, {3, 4});
+  y.stride[0] = 0;
+  expect([&] { RmsNorm(x, Contiguous<const void*>(buf.data() + 48, DType::kF32, {4}), y); },
+         "RmsNorm: y.stride[0] must be >= 4 so that the rows written do not overlap, got 0");
+  // Negative strides are refused (the overlap checks assume them away).
+  ConstTensorView xn = Contiguous<const void*>(buf.data() + 40, DType::kF32, {3, 4});
+  xn.stride[0] = -4;
+  expect([&] {
+    RmsNorm(xn, Contiguous<const void*>(buf.data() + 48, DType::kF32, {4}),
+            Contiguous<void*>(buf.data(), DType::kF32, {3, 4}));
+  }, "RmsNorm: x.stride[0] must be >= 0, got -4");
+  // Dynamic scales inside x.
+  std::vector<uint8_t> q(12);
+  QuantOptions qo;
+  qo.scales = Contiguous<void*>(buf.data() + 36, DType::kF32, {3});
+  expect([&] {
+    RmsNormQuant(x, Contiguous<const void*>(buf.data() + 48, DType::kF32, {4}),
+                 Contiguous<void*>(q.data(), DType::kI8, {3, 4}), qo);
+  }, "RmsNormQuant: scales overlaps x");
 }
 
 }  // namespace

@@ -36,6 +36,13 @@ void View(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
     }
   }
   if (Empty(v)) return;  // no element is addressed: any pointer and strides
+  for (int i = 0; i < v.rank; ++i) {
+    // Negative strides are not supported: the overlap checks assume them away.
+    if (v.stride[i] < 0) {
+      Fail(fn, n + ".stride[" + std::to_string(i) + "] must be >= 0, got " +
+                   std::to_string(v.stride[i]));
+    }
+  }
   // Element count and the span of element offsets, checked for overflow
   // before anything multiplies them (rows() does not check).
   int64_t elements = 1, span = 0;
@@ -55,6 +62,31 @@ void View(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
 }
 template void View(const char*, const char*, const TensorView&);
 template void View(const char*, const char*, const ConstTensorView&);
+
+template <typename Ptr>
+void Output(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
+  if (Empty(v)) return;
+  struct Dim {
+    int index;
+    int64_t shape, stride;
+  };
+  Dim dims[kMaxRank];
+  int n = 0;
+  for (int i = 0; i + 1 < v.rank; ++i) {
+    if (v.shape[i] > 1) dims[n++] = {i, v.shape[i], v.stride[i]};
+  }
+  std::sort(dims, dims + n, [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
+  int64_t span = v.width();  // elements a row covers (last dim contiguous)
+  for (int k = 0; k < n; ++k) {
+    if (dims[k].stride < span) {
+      Fail(fn, std::string(name) + ".stride[" + std::to_string(dims[k].index) + "] must be >= " +
+                   std::to_string(span) + " so that the rows written do not overlap, got " +
+                   std::to_string(dims[k].stride));
+    }
+    span += (dims[k].shape - 1) * dims[k].stride;  // View() bounded these products
+  }
+}
+template void Output(const char*, const char*, const TensorView&);
 
 template <typename Ptr>
 void Activation(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
@@ -154,12 +186,8 @@ void Extent(const BasicTensorView<Ptr>& v, uintptr_t* begin, uintptr_t* end) {
   }
   int64_t last = 0;
   for (int i = 0; i < v.rank; ++i) last += (v.shape[i] - 1) * v.stride[i];
-  // Negative strides are not produced by our views, but stay correct.
-  int64_t lo = 0;
-  for (int i = 0; i < v.rank; ++i) {
-    if (v.stride[i] < 0) lo += (v.shape[i] - 1) * v.stride[i];
-  }
-  *begin = base + lo * static_cast<int64_t>(SizeOf(v.dtype));
+  // Strides are >= 0 (View() refuses negative ones).
+  *begin = base;
   *end = base + (last + 1) * static_cast<int64_t>(SizeOf(v.dtype));
   (void)last;
 }

@@ -13,11 +13,18 @@ namespace glmnorm::validate {
 
 [[noreturn]] void Fail(const char* fn, const std::string& what);
 
-// Any view: rank 1..4, non-negative shape, element count and byte extent
+// Any view: rank 1..4, non-negative shape and strides, element count and byte extent
 // that fit in 64 bits (at most kMaxElements elements), non-null data unless
 // the view has no elements (a zero-size tensor may have a null pointer).
 template <typename Ptr>
 void View(const char* fn, const char* name, const BasicTensorView<Ptr>& v);
+
+// A view that is written: its rows must not overlap each other (a stride of
+// 0, or smaller than the rows it spans, would make the result depend on the
+// order of the writes, and so on the thread split). Checks the leading dims
+// sorted by stride, each spanning at most the next one's stride.
+template <typename Ptr>
+void Output(const char* fn, const char* name, const BasicTensorView<Ptr>& v);
 
 // View, plus: last dim contiguous, float activation dtype, aligned data.
 template <typename Ptr>

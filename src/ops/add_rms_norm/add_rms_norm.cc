@@ -30,7 +30,9 @@ void ValidateAddInputs(const char* fn, const TensorView& residual, const ConstTe
     validate::Fail(fn, "gamma.dtype must be f32 or delta's dtype " + std::string(Name(delta.dtype)) +
                            ", got " + std::string(Name(gamma.dtype)));
   }
+  validate::Output(fn, "residual", residual);  // written too
   validate::NoPartialOverlap(fn, "delta", delta, "residual", residual, /*allow_same=*/false);
+  validate::NoPartialOverlap(fn, "gamma", gamma, "residual", residual, /*allow_same=*/false);
 }
 
 AddRmsNormJob MakeAddJob(const TensorView& residual, const ConstTensorView& delta,
@@ -70,6 +72,8 @@ void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
   }
   validate::NoPartialOverlap(kFn, "residual", residual, "y", y, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "delta", delta, "y", y, /*allow_same=*/true);
+  validate::NoPartialOverlap(kFn, "gamma", gamma, "y", y, /*allow_same=*/false);
+  validate::Output(kFn, "y", y);
   if (validate::Empty(residual)) return;
   AddRmsNormJob job =
       detail::MakeAddJob(residual, delta, gamma, y.data, RowLayout::Of(y), y.dtype, options);

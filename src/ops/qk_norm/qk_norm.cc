@@ -50,6 +50,7 @@ void ValidateTable(const char* name, const ConstTensorView& t, int64_t half) {
   if (t.shape[0] > 0 && t.data == nullptr) {
     validate::Fail(kFn, n + ".data is null but " + n + " has " + Str(t.shape[0]) + " positions");
   }
+  validate::View(kFn, n.c_str(), t);
   if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
     validate::Fail(kFn, n + ".data must be aligned to 4 bytes");
   }
@@ -94,6 +95,8 @@ void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHe
   validate::OutputDType(kFn, "qkv_out", qkv_out.dtype, q_gamma.dtype, qkv_in.dtype,
                         options.rounding);
   validate::NoPartialOverlap(kFn, "qkv_in", qkv_in, "qkv_out", qkv_out, /*allow_same=*/true);
+  validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "qkv_out", qkv_out, /*allow_same=*/false);
+  validate::NoPartialOverlap(kFn, "k_gamma", k_gamma, "qkv_out", qkv_out, /*allow_same=*/false);
   const int64_t tokens = qkv_in.shape[0];
   if (rope.rotary_dim != 0) {
     if (rope.rotary_dim < 0 || rope.rotary_dim % 2 != 0 || rope.rotary_dim > heads.head_dim) {
@@ -107,6 +110,8 @@ void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHe
       validate::Fail(kFn, "rope.sin must have as many positions as rope.cos (" +
                               Str(rope.cos.shape[0]) + "), got " + Str(rope.sin.shape[0]));
     }
+    validate::NoPartialOverlap(kFn, "rope.cos", rope.cos, "qkv_out", qkv_out, false);
+    validate::NoPartialOverlap(kFn, "rope.sin", rope.sin, "qkv_out", qkv_out, false);
     const int64_t positions = rope.cos.shape[0];
     const ConstTensorView& pv = rope.positions;
     if (pv.rank == 0) {
@@ -121,6 +126,7 @@ void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHe
                                 validate::ShapeString(pv.shape, pv.rank));
       }
       validate::View(kFn, "rope.positions", pv);
+      validate::NoPartialOverlap(kFn, "rope.positions", pv, "qkv_out", qkv_out, false);
       const auto* p = static_cast<const int64_t*>(pv.data);
       for (int64_t t = 0; t < tokens; ++t) {
         const int64_t pos = p[t * pv.stride[0]];

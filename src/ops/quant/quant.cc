@@ -28,6 +28,7 @@ void ValidateQ(const char* fn, const char* like_name, const BasicTensorView<Ptr>
                            std::to_string(q.stride[q.rank - 1]));
   }
   validate::View(fn, "q", q);
+  validate::Output(fn, "q", q);
 }
 
 // empty: the tensor has no elements, so no scale is read or written and
@@ -54,6 +55,7 @@ void ValidateQuantOptions(const char* fn, const QuantOptions& o, int64_t rows, b
                              validate::ShapeString(s.shape, s.rank));
     }
     validate::View(fn, "scales", s);
+    validate::Output(fn, "scales", s);
     if (reinterpret_cast<uintptr_t>(s.data) % 4 != 0) {
       validate::Fail(fn, "scales.data must be aligned to 4 bytes");
     }
@@ -101,6 +103,12 @@ void RmsNormQuant(const ConstTensorView& x, const ConstTensorView& gamma, const 
   // rows() only for a non-empty view: an empty one may have huge other dims.
   ValidateQuantOptions(kFn, quant, validate::Empty(x) ? 0 : x.rows(), validate::Empty(x));
   validate::NoPartialOverlap(kFn, "x", x, "q", q, /*allow_same=*/false);
+  validate::NoPartialOverlap(kFn, "gamma", gamma, "q", q, /*allow_same=*/false);
+  if (quant.scaling == QuantScaling::kDynamicPerToken) {
+    validate::NoPartialOverlap(kFn, "x", x, "scales", quant.scales, /*allow_same=*/false);
+    validate::NoPartialOverlap(kFn, "gamma", gamma, "scales", quant.scales, /*allow_same=*/false);
+    validate::NoPartialOverlap(kFn, "q", AsConst(q), "scales", quant.scales, /*allow_same=*/false);
+  }
 
   if (validate::Empty(x)) return;
 
@@ -130,6 +138,14 @@ void AddRmsNormQuant(const TensorView& residual, const ConstTensorView& delta,
                        validate::Empty(residual));
   validate::NoPartialOverlap(kFn, "residual", residual, "q", q, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "delta", delta, "q", q, /*allow_same=*/false);
+  validate::NoPartialOverlap(kFn, "gamma", gamma, "q", q, /*allow_same=*/false);
+  if (quant.scaling == QuantScaling::kDynamicPerToken) {
+    validate::NoPartialOverlap(kFn, "residual", residual, "scales", quant.scales,
+                               /*allow_same=*/false);
+    validate::NoPartialOverlap(kFn, "delta", delta, "scales", quant.scales, /*allow_same=*/false);
+    validate::NoPartialOverlap(kFn, "gamma", gamma, "scales", quant.scales, /*allow_same=*/false);
+    validate::NoPartialOverlap(kFn, "q", AsConst(q), "scales", quant.scales, /*allow_same=*/false);
+  }
 
   if (validate::Empty(residual)) return;
 

@@ -20,7 +20,9 @@ void ValidateRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma,
   validate::SameShape(kFn, "x", x, "y", y);
   validate::Gamma(kFn, "gamma", gamma, x.width());
   validate::OutputDType(kFn, "y", y.dtype, gamma.dtype, x.dtype, options.rounding);
+  validate::Output(kFn, "y", y);
   validate::NoPartialOverlap(kFn, "x", x, "y", y, /*allow_same=*/true);
+  validate::NoPartialOverlap(kFn, "gamma", gamma, "y", y, /*allow_same=*/false);
 }
 
 void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& y,
