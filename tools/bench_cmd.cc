@@ -1,5 +1,8 @@
 // `glmnorm bench`: GLM-4.5 shapes, each kernel against a same-run copy.
 // `glmnorm bench --quick`: only a few of them (what `make demo` shows).
+#include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <random>
@@ -100,6 +103,32 @@ int RunBench(const BenchOptions& o) {
     thread_counts = {1};
     if (all > 1) thread_counts.push_back(all);
   }
+  for (int threads : thread_counts) {
+    if (threads < 1) throw Error("bench: --threads must be >= 1, got " + std::to_string(threads));
+  }
+  for (int64_t tokens : o.tokens) {
+    // The upper bound keeps tokens x rows x width far from overflowing int64.
+    if (tokens < 1 || tokens > (int64_t{1} << 24)) {
+      throw Error("bench: --tokens must be in [1, 16777216], got " + std::to_string(tokens));
+    }
+  }
+  if (!(o.min_seconds > 0.0) || !std::isfinite(o.min_seconds)) {
+    throw Error("bench: --min-time must be a finite number of seconds > 0, got " +
+                ShortestString(o.min_seconds));
+  }
+  static const char* const kKernels[] = {"rms_norm",       "add_rms_norm", "add_then_rms_norm",
+                                         "add_rms_norm_quant", "rms_norm_quant", "qk_norm",
+                                         "qk_norm_rope"};
+  if (!o.kernel.empty() && std::find(std::begin(kKernels), std::end(kKernels), o.kernel) ==
+                               std::end(kKernels)) {
+    std::string list;
+    for (const char* k : kKernels) list += std::string(list.empty() ? "" : ", ") + k;
+    throw Error("bench: --kernel must be one of " + list + ", got '" + Printable(o.kernel) + "'");
+  }
+  if (!o.checkpoint.empty() && !o.kernel.empty() && o.kernel != "rms_norm") {
+    throw Error("bench: --checkpoint times rms_norm with the checkpoint's gammas; --kernel " +
+                Printable(o.kernel) + " does not use them");
+  }
   // GLM-4.5 shapes with random gammas, or the checkpoint's own norms.
   // (the case table, rms_norm_cases.h)
   std::vector<Shape> shapes;
@@ -125,9 +154,7 @@ int RunBench(const BenchOptions& o) {
                   std::string(Name(shapes[0].gamma.dtype)).c_str());
     }
   }
-  for (int threads : thread_counts) {
-    if (threads < 1) throw Error("bench: --threads must be >= 1, got " + std::to_string(threads));
-  }
+
   // The inputs are made once and timed at each thread count: filling them
   // with random values takes longer than timing them.
   if (!o.json) {
@@ -176,11 +203,9 @@ void RegisterBench(CLI::App& app, CommandRunner& runner) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Time the kernels on GLM-4.5 shapes against a same-run copy of the same bytes");
   cmd->add_option("--threads", opts->threads,
-                  "Thread counts to run (default: 1 and all cores)")
-      ->check(CLI::PositiveNumber);
+                  "Thread counts to run (default: 1 and all cores)");
   CLI::Option* tokens =
-      cmd->add_option("--tokens", opts->tokens, "Token counts (default: 1 16 512 4096)")
-          ->check(CLI::PositiveNumber);
+      cmd->add_option("--tokens", opts->tokens, "Token counts (default: 1 16 512 4096)");
   CLI::Option* dtype =
       cmd->add_option("--dtype", opts->dtypes, "Activation dtypes (default: bf16 f32)")
           ->check(CLI::IsMember({"bf16", "f16", "f32"}));
@@ -188,12 +213,11 @@ void RegisterBench(CLI::App& app, CommandRunner& runner) {
       cmd->add_option("--kernel", opts->kernel, "Only this kernel (e.g. rms_norm)");
   CLI::Option* min_time =
       cmd->add_option("--min-time", opts->min_seconds,
-                      "Seconds to sample each case (default 0.25; 0.1 with --quick)")
-          ->check(CLI::PositiveNumber);
+                      "Seconds to sample each case (default 0.25; 0.1 with --quick)");
   cmd->add_flag("--json", opts->json, "One JSON object per line");
   CLI::Option* checkpoint =
       cmd->add_option("--checkpoint", opts->checkpoint,
-                      "GLM-4.5 checkpoint directory: rms_norm with its real gammas and eps");
+                      "GLM-4.5 checkpoint directory: rms_norm (only) with its real gammas and eps");
   cmd->add_flag("--quick", opts->quick,
                 "Only a few bf16 GLM-4.5 cases: rms_norm 1x5120 and 4096x5120, add_rms_norm "
                 "4096x5120, qk_norm 4096x104x128 (what `make demo` runs)")

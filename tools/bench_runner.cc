@@ -83,8 +83,28 @@ DType ParseBenchDType(const std::string& s) {
   throw Error("bench: --dtype must be bf16, f16 or f32, got '" + s + "'");
 }
 
+namespace {
+// A benchmark tensor may take at most this much memory (the machines this
+// runs on have a few tens of GiB); more is a usage error, not a crash.
+constexpr int64_t kMaxBenchTensorBytes = int64_t{8} << 30;
+
+size_t CheckedBytes(DType t, int64_t elements) {
+  int64_t bytes = 0;
+  if (elements < 0 || __builtin_mul_overflow(elements, int64_t(SizeOf(t)), &bytes) ||
+      bytes > kMaxBenchTensorBytes) {
+    throw Error("bench: an input of " + std::to_string(elements) + " " +
+                std::string(Name(t)) + " elements is larger than 8 GiB; use fewer --tokens");
+  }
+  return static_cast<size_t>(bytes);
+}
+}  // namespace
+
 BenchTensor::BenchTensor(DType t, int64_t elements, double stddev, double mean, uint64_t seed)
-    : bytes(hwy::AllocateAligned<uint8_t>(size_t(elements) * SizeOf(t))), dtype(t), n(elements) {
+    : bytes(hwy::AllocateAligned<uint8_t>(CheckedBytes(t, elements))), dtype(t), n(elements) {
+  if (bytes == nullptr && elements > 0) {
+    throw Error("bench: cannot allocate " + std::to_string(elements * SizeOf(t)) +
+                " bytes for an input; use fewer --tokens");
+  }
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   for (int64_t i = 0; i < n; ++i) {

@@ -3,6 +3,9 @@
 // Every failure, whether of the arguments or of the command, exits 2 with
 // exactly one line on stderr (tools/printable.h escapes what cannot be
 // printed, so a file name cannot break the line or drive the terminal).
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -43,7 +46,15 @@ int main(int argc, char** argv) {
       glmnorm::tools::PrintError("no command given (glmnorm --help lists them)");
       return 2;
     }
-    return runner();
+    const int status = runner();
+    // The output is the command's result: losing it (a full disk, a closed
+    // pipe) is a failure, not a success with no output.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      glmnorm::tools::PrintError(std::string("cannot write to standard output: ") +
+                                 (errno != 0 ? std::strerror(errno) : "write error"));
+      return 2;
+    }
+    return status;
   } catch (const std::exception& e) {
     glmnorm::tools::PrintError(e.what());
     return 2;

@@ -1,6 +1,6 @@
 // Non-owning views of strided tensors with up to 4 dims.
 //
-// Strides are in ELEMENTS. The last dim must be contiguous (stride 1); the
+// Strides are in ELEMENTS and >= 0. The last dim must be contiguous (stride 1); the
 // leading dims and their strides are free, so a column slice of a larger
 // buffer (q and k inside a fused QKV buffer) is a view, not a copy.
 #ifndef GLMNORM_TENSOR_H_

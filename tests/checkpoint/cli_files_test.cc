@@ -421,6 +421,20 @@ TEST(InspectFiles, AReportThatCannotBeWrittenIsAFailure) {
                 "cannot write the report to standard output: No space left on device");
 }
 
+// Every command, not only inspect: a result that cannot be written is a
+// failure (exit 2, one line), never a success with no output.
+TEST(CliFiles, EveryCommandFailsWhenItsOutputCannotBeWritten) {
+  if (!test::Exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const std::string tiny = std::string(GLMNORM_TEST_DATA) + "/tiny_glm45";
+  test::CliOptions to_full;
+  to_full.stdout_path = "/dev/full";
+  ExpectFailure(RunCli({"check", tiny}, to_full), "cannot write to standard output");
+  ExpectFailure(RunCli({"bench", "--kernel", "rms_norm", "--tokens", "1", "--threads", "1",
+                        "--dtype", "f32", "--min-time", "0.001"},
+                       to_full),
+                "cannot write to standard output");
+}
+
 // --- numbers and messages --------------------------------------------------
 
 TEST_F(ApplyFiles, EpsRoundTripsThroughTheOutputMetadata) {
@@ -519,6 +533,14 @@ TEST_F(ApplyFiles, EveryFailureExitsTwoWithOneLine) {
       {{"inspect", "--json", bad_index}, "model.safetensors.index.json: not valid JSON"},
       {{"inspect", bad_config}, "config.json: not a JSON object"},
       {{"inspect", x_}, "x.npy/config.json: cannot open: Not a directory"},
+      // bench: bad numbers and names are errors, not a crash or an empty table.
+      {{"bench", "--tokens", "0"}, "bench: --tokens must be in [1, 16777216], got 0"},
+      {{"bench", "--tokens", "1000000000000000"}, "--tokens must be in [1, 16777216]"},
+      {{"bench", "--threads", "0"}, "bench: --threads must be >= 1, got 0"},
+      {{"bench", "--min-time", "nan"}, "--min-time must be a finite number of seconds > 0"},
+      {{"bench", "--kernel", "bogus"}, "--kernel must be one of rms_norm, add_rms_norm"},
+      {{"bench", "--checkpoint", ck_, "--kernel", "qk_norm"},
+       "--checkpoint times rms_norm with the checkpoint's gammas"},
   };
   const auto before = Snapshot(root_.path());
   for (const Case& c : cases) {
