@@ -21,6 +21,7 @@
 #include "glmnorm/glmnorm.h"
 #include "glmnorm/quant.h"
 #include "ops/cases.h"
+#include "ops/quant/quant_cases.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
 
@@ -201,31 +202,40 @@ Bytes RunRmsNorm(const Case& c, std::string* failure) {
   return out;
 }
 
+// The inputs of the fused-add ops for a case: residual, delta and gamma,
+// with the case's special value in the input it names.
+struct AddInputs {
+  explicit AddInputs(const Case& c)
+      : res(c.combo.t, kRows * kWidth), delta(c.combo.t, kRows * kWidth), g(c.combo.w, kWidth) {
+    Rng rng(c.seed);
+    Fill(res, rng, 1.0);
+    Fill(delta, rng, 0.5);
+    Fill(g, rng, 0.3, 1.0);
+    Buffer& target = c.input == "residual" ? res : c.input == "delta" ? delta : g;
+    Inject(target, c.input == "gamma" ? 1 : kRows, kWidth, c.place, c.special);
+  }
+  static TensorView Rows(Buffer& b) { return Contiguous<void*>(b.data(), b.dtype, {kRows, kWidth}); }
+  ConstTensorView D() const {
+    return Contiguous<const void*>(delta.data(), delta.dtype, {kRows, kWidth});
+  }
+  ConstTensorView G() const { return Contiguous<const void*>(g.data(), g.dtype, {kWidth}); }
+  Buffer res, delta, g;
+};
+
 Bytes RunAddRmsNorm(const Case& c, std::string* failure) {
-  Rng rng(c.seed);
-  const DType t = c.combo.t;
-  Buffer res(t, kRows * kWidth), delta(t, kRows * kWidth), g(c.combo.w, kWidth),
-      y(OutType(c.combo), kRows * kWidth);
-  Fill(res, rng, 1.0);
-  Fill(delta, rng, 0.5);
-  Fill(g, rng, 0.3, 1.0);
-  Buffer& target = c.input == "residual" ? res : c.input == "delta" ? delta : g;
-  Inject(target, c.input == "gamma" ? 1 : kRows, kWidth, c.place, c.special);
+  AddInputs in(c);
+  Buffer& res = in.res;
+  Buffer y(OutType(c.combo), kRows * kWidth);
   Buffer want_res = res, want_y = y;
   AddNormOptions opt;
   opt.rounding = c.combo.rounding;
-  const auto dv = Contiguous<const void*>(delta.data(), t, {kRows, kWidth});
-  const auto gv = Contiguous<const void*>(g.data(), g.dtype, {kWidth});
-  AddRmsNorm(Contiguous<void*>(res.data(), t, {kRows, kWidth}), dv, gv,
-             Contiguous<void*>(y.data(), y.dtype, {kRows, kWidth}), opt);
-  reference::AddRmsNorm(Contiguous<void*>(want_res.data(), t, {kRows, kWidth}), dv, gv,
-                        Contiguous<void*>(want_y.data(), y.dtype, {kRows, kWidth}), opt);
+  AddRmsNorm(AddInputs::Rows(res), in.D(), in.G(), AddInputs::Rows(y), opt);
+  reference::AddRmsNorm(AddInputs::Rows(want_res), in.D(), in.G(), AddInputs::Rows(want_y), opt);
   // The stored sum is one float32 add, rounded once: exact. y is RmsNorm of
   // that stored sum (normalize_rounded_sum).
   *failure = CompareExact(res, want_res);
   if (failure->empty()) {
-    *failure = CompareOracle(Contiguous<const void*>(res.data(), t, {kRows, kWidth}), gv, y,
-                             y.dtype, opt);
+    *failure = CompareOracle(AsConst(AddInputs::Rows(res)), in.G(), y, y.dtype, opt);
   }
   if (!failure->empty()) *failure = "AddRmsNorm " + *failure;
   Bytes out;
@@ -270,15 +280,11 @@ QuantOptions MakeQuant(const Case& c, std::vector<float>* scales) {
   return qo;
 }
 
-// The dtype of the value quantised (quant.h).
-DType QuantValueType(const Combo& c) {
-  return c.rounding == Rounding::kCastThenScale ? Promote(c.w, c.t) : DType::kF32;
-}
 
 Bytes RunRmsNormQuant(const Case& c, std::string* failure) {
   Rng rng(c.seed);
   Buffer x(c.combo.t, kRows * kWidth), g(c.combo.w, kWidth),
-      y(QuantValueType(c.combo), kRows * kWidth);
+      y(cases::QuantValueType(c.combo.t, c.combo.w, c.combo.rounding), kRows * kWidth);
   Fill(x, rng, 1.0);
   Fill(g, rng, 0.3, 1.0);
   Inject(c.input == "x" ? x : g, c.input == "x" ? kRows : 1, kWidth, c.place, c.special);
@@ -299,25 +305,18 @@ Bytes RunRmsNormQuant(const Case& c, std::string* failure) {
 }
 
 Bytes RunAddRmsNormQuant(const Case& c, std::string* failure) {
-  Rng rng(c.seed);
-  const DType t = c.combo.t;
-  Buffer res(t, kRows * kWidth), delta(t, kRows * kWidth), g(c.combo.w, kWidth),
-      y(QuantValueType(c.combo), kRows * kWidth);
-  Fill(res, rng, 1.0);
-  Fill(delta, rng, 0.5);
-  Fill(g, rng, 0.3, 1.0);
-  Buffer& target = c.input == "residual" ? res : c.input == "delta" ? delta : g;
-  Inject(target, c.input == "gamma" ? 1 : kRows, kWidth, c.place, c.special);
+  AddInputs in(c);
+  Buffer& res = in.res;
+  Buffer y(cases::QuantValueType(c.combo.t, c.combo.w, c.combo.rounding), kRows * kWidth);
   Buffer res_y = res;
   AddNormOptions opt;
   opt.rounding = c.combo.rounding;
-  const auto dv = Contiguous<const void*>(delta.data(), t, {kRows, kWidth});
-  const auto gv = Contiguous<const void*>(g.data(), g.dtype, {kWidth});
-  AddRmsNorm(Contiguous<void*>(res_y.data(), t, {kRows, kWidth}), dv, gv,
-             Contiguous<void*>(y.data(), y.dtype, {kRows, kWidth}), opt);
+  const auto dv = in.D();
+  const auto gv = in.G();
+  AddRmsNorm(AddInputs::Rows(res_y), dv, gv, AddInputs::Rows(y), opt);
   std::vector<uint8_t> q(kRows * kWidth, 0xAA);
   std::vector<float> scales;
-  AddRmsNormQuant(Contiguous<void*>(res.data(), t, {kRows, kWidth}), dv, gv,
+  AddRmsNormQuant(AddInputs::Rows(res), dv, gv,
                   Contiguous<void*>(q.data(), c.q, {kRows, kWidth}), MakeQuant(c, &scales), opt);
   *failure = CompareExact(res, res_y);
   if (failure->empty()) *failure = CompareQuant(c, y, q, scales);

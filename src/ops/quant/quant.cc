@@ -3,6 +3,8 @@
 #include "glmnorm/quant.h"
 
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 #include <string>
 
 #include "backend/backend.h"
@@ -31,16 +33,21 @@ void ValidateQ(const char* fn, const char* like_name, const BasicTensorView<Ptr>
   validate::Output(fn, "q", q);
 }
 
-// empty: the tensor has no elements, so no scale is read or written and
-// `scales` may be null.
-void ValidateQuantOptions(const char* fn, const QuantOptions& o, int64_t rows, bool empty) {
+// The scaling options for the rows of `act` (x, or residual); with dynamic
+// scales, also that they overlap neither q nor any input (`inputs`, gamma
+// included). An empty `act` reads and writes no scale: `scales` may be null.
+void ValidateQuantOptions(const char* fn, const QuantOptions& o, const char* act_name,
+                          const ConstTensorView& act, const TensorView& q,
+                          std::initializer_list<std::pair<const char*, ConstTensorView>> inputs) {
   if (o.scaling == QuantScaling::kStatic) {
     if (!std::isfinite(o.scale) || !(o.scale > 0.0f)) {
       validate::Fail(fn, "scale must be finite and > 0 for a static scale, got " +
                              ShortestString(o.scale));
     }
   } else if (o.scaling == QuantScaling::kDynamicPerToken) {
-    if (empty) return;
+    // rows() only for a non-empty view: an empty one may have huge other dims.
+    if (validate::Empty(act)) return;
+    const int64_t rows = act.rows();
     const TensorView& s = o.scales;
     if (s.data == nullptr) {
       validate::Fail(fn, "scales must not be null for a dynamic per-token scale (" +
@@ -59,6 +66,11 @@ void ValidateQuantOptions(const char* fn, const QuantOptions& o, int64_t rows, b
     if (reinterpret_cast<uintptr_t>(s.data) % 4 != 0) {
       validate::Fail(fn, "scales.data must be aligned to 4 bytes");
     }
+    validate::NoPartialOverlap(fn, act_name, act, "scales", s, /*allow_same=*/false);
+    for (const auto& [name, view] : inputs) {
+      validate::NoPartialOverlap(fn, name, view, "scales", s, /*allow_same=*/false);
+    }
+    validate::NoPartialOverlap(fn, "q", AsConst(q), "scales", s, /*allow_same=*/false);
   } else {
     validate::Fail(fn, "scaling must be kStatic or kDynamicPerToken");
   }
@@ -100,15 +112,9 @@ void RmsNormQuant(const ConstTensorView& x, const ConstTensorView& gamma, const 
   validate::Gamma(kFn, "gamma", gamma, x.width());
   ValidateQuantGamma(kFn, gamma, x.dtype, "x");
   ValidateQ(kFn, "x", x, q);
-  // rows() only for a non-empty view: an empty one may have huge other dims.
-  ValidateQuantOptions(kFn, quant, validate::Empty(x) ? 0 : x.rows(), validate::Empty(x));
+  ValidateQuantOptions(kFn, quant, "x", x, q, {{"gamma", gamma}});
   validate::NoPartialOverlap(kFn, "x", x, "q", q, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "gamma", gamma, "q", q, /*allow_same=*/false);
-  if (quant.scaling == QuantScaling::kDynamicPerToken) {
-    validate::NoPartialOverlap(kFn, "x", x, "scales", quant.scales, /*allow_same=*/false);
-    validate::NoPartialOverlap(kFn, "gamma", gamma, "scales", quant.scales, /*allow_same=*/false);
-    validate::NoPartialOverlap(kFn, "q", AsConst(q), "scales", quant.scales, /*allow_same=*/false);
-  }
 
   if (validate::Empty(x)) return;
 
@@ -134,18 +140,11 @@ void AddRmsNormQuant(const TensorView& residual, const ConstTensorView& delta,
   detail::ValidateAddInputs(kFn, residual, delta, gamma, options);
   ValidateQuantGamma(kFn, gamma, delta.dtype, "delta");
   ValidateQ(kFn, "residual", residual, q);
-  ValidateQuantOptions(kFn, quant, validate::Empty(residual) ? 0 : residual.rows(),
-                       validate::Empty(residual));
+  ValidateQuantOptions(kFn, quant, "residual", AsConst(residual), q,
+                       {{"delta", delta}, {"gamma", gamma}});
   validate::NoPartialOverlap(kFn, "residual", residual, "q", q, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "delta", delta, "q", q, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "gamma", gamma, "q", q, /*allow_same=*/false);
-  if (quant.scaling == QuantScaling::kDynamicPerToken) {
-    validate::NoPartialOverlap(kFn, "residual", residual, "scales", quant.scales,
-                               /*allow_same=*/false);
-    validate::NoPartialOverlap(kFn, "delta", delta, "scales", quant.scales, /*allow_same=*/false);
-    validate::NoPartialOverlap(kFn, "gamma", gamma, "scales", quant.scales, /*allow_same=*/false);
-    validate::NoPartialOverlap(kFn, "q", AsConst(q), "scales", quant.scales, /*allow_same=*/false);
-  }
 
   if (validate::Empty(residual)) return;
 

@@ -62,8 +62,15 @@ std::string Describe(const QCase& c, int64_t width, const char* target) {
 std::vector<QCase> Cases() { return cases::QuantCases(); }
 
 // The value dtype quantised: what RmsNorm stores (quant.h).
-DType ValueType(const QCase& c) {
-  return c.rounding == Rounding::kCastThenScale ? Promote(c.w, c.t) : DType::kF32;
+DType ValueType(const QCase& c) { return cases::QuantValueType(c.t, c.w, c.rounding); }
+
+// The case's scaling, dynamic scales written to *s (one per row).
+QuantOptions Options(const QCase& c, std::vector<float>* s) {
+  QuantOptions qo;
+  qo.scaling = c.dynamic ? QuantScaling::kDynamicPerToken : QuantScaling::kStatic;
+  qo.scale = c.scale;
+  qo.scales = Contiguous<void*>(s->data(), DType::kF32, {static_cast<int64_t>(s->size())});
+  return qo;
 }
 
 // Expected q bytes and scales from y values (already as stored).
@@ -124,10 +131,7 @@ TEST(RmsNormQuant, BitExactAgainstReferenceQuantizerEveryTarget) {
         std::vector<uint8_t> want_q, q(rows * width, 0xAA);
         std::vector<float> want_s, s(rows, -1.0f);
         ExpectedQuant(c, y, rows, width, &want_q, &want_s);
-        QuantOptions qo;
-        qo.scaling = c.dynamic ? QuantScaling::kDynamicPerToken : QuantScaling::kStatic;
-        qo.scale = c.scale;
-        qo.scales = Contiguous<void*>(s.data(), DType::kF32, {rows});
+        const QuantOptions qo = Options(c, &s);
         RmsNormQuant(xv, gv, Contiguous<void*>(q.data(), c.q, {rows, width}), qo, opt);
         CheckQuant(Describe(c, width, target), c, want_q, want_s, q, s);
       }
@@ -157,10 +161,7 @@ TEST(AddRmsNormQuant, BitExactAgainstReferenceQuantizerEveryTarget) {
           std::vector<uint8_t> want_q, q(rows * width, 0xAA);
           std::vector<float> want_s, s(rows, -1.0f);
           ExpectedQuant(c, y, rows, width, &want_q, &want_s);
-          QuantOptions qo;
-          qo.scaling = c.dynamic ? QuantScaling::kDynamicPerToken : QuantScaling::kStatic;
-          qo.scale = c.scale;
-          qo.scales = Contiguous<void*>(s.data(), DType::kF32, {rows});
+          const QuantOptions qo = Options(c, &s);
           AddRmsNormQuant(Contiguous<void*>(res.data(), c.t, {rows, width}), dv, gv,
                           Contiguous<void*>(q.data(), c.q, {rows, width}), qo, opt);
           const std::string what =
