@@ -3,7 +3,10 @@
 // write, so the same-run copy moves exactly as many bytes.
 #include "bench_decoder.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 #include <random>
 
 #include "glmnorm/add_rms_norm.h"
@@ -57,6 +60,108 @@ void SeparateAdd(const TensorView& r, const ConstTensorView& d) {
 
 bool Wanted(const std::string& filter, const char* kernel) {
   return filter.empty() || filter == kernel;
+}
+
+constexpr int64_t kCheckRows = 64;    // rows of a hidden-state case checked
+constexpr int64_t kCheckTokens = 8;   // tokens of a QK case checked (x 104 heads)
+
+// The error column of a quantised case, in e4m3 / int8 codes: the first rows
+// of x (as the last timed call saw it) go through the float64 oracle, are
+// stored in the value dtype the kernel quantises (quant.h), get the reference
+// dynamic scale and the reference quantiser; the result is the largest
+// distance between the kernel's code and that one (codes ordered by value).
+int64_t QuantMaxUlp(const ConstTensorView& x, const ConstTensorView& gamma, DType value_type,
+                    const ConstTensorView& q) {
+  const int64_t rows = std::min(x.rows(), kCheckRows), width = x.width();
+  std::vector<float> y(static_cast<size_t>(width));
+  std::vector<uint8_t> stored(static_cast<size_t>(width) * SizeOf(value_type));
+  int64_t worst = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto xr = Contiguous<const void*>(
+        static_cast<const char*>(x.data) + reference::RowOffset(x, r) * SizeOf(x.dtype), x.dtype,
+        {1, width});
+    reference::RmsNorm(xr, gamma, Contiguous<void*>(stored.data(), value_type, {1, width}), {});
+    for (int64_t i = 0; i < width; ++i) {
+      y[i] = static_cast<float>(reference::Load(stored.data(), value_type, i));
+    }
+    const float s = reference::DynamicScale(y.data(), width, q.dtype);
+    const auto* got = static_cast<const uint8_t*>(q.data) + reference::RowOffset(q, r);
+    for (int64_t i = 0; i < width; ++i) {
+      // Sign-magnitude codes (e4m3) and two's complement (int8) as ordinals.
+      int64_t want_ord, got_ord;
+      if (q.dtype == DType::kI8) {
+        want_ord = reference::QuantizeI8(y[i], s);
+        got_ord = static_cast<int8_t>(got[i]);
+      } else {
+        const uint8_t w = reference::QuantizeE4M3(y[i], s);
+        if ((w & 0x7F) == 0x7F || (got[i] & 0x7F) == 0x7F) {  // NaN codes
+          if ((w & 0x7F) != (got[i] & 0x7F)) return reference::kNaNUlpDistance;
+          continue;
+        }
+        want_ord = (w & 0x80) ? -(w & 0x7F) : (w & 0x7F);
+        got_ord = (got[i] & 0x80) ? -(got[i] & 0x7F) : (got[i] & 0x7F);
+      }
+      worst = std::max(worst, std::abs(want_ord - got_ord));
+    }
+  }
+  return worst;
+}
+
+// One ulp of dtype t at magnitude m (normal range; the subnormal spacing below).
+double UlpAt(DType t, double m) {
+  const int mant = t == DType::kF32 ? 23 : t == DType::kBF16 ? 7 : 10;
+  const int min_exp = t == DType::kF16 ? -14 : -126;
+  int e = 0;
+  std::frexp(m, &e);  // m = f * 2^e, f in [0.5, 1)
+  return std::ldexp(1.0, std::max(e - 1, min_exp) - mant);
+}
+
+// The error column of a QK case: the first tokens of the buffer (as the last
+// timed call left it) are normalised out of place by the kernel and by the
+// float64 oracle (qk_norm_reference.h). Without RoPE: the largest ulp
+// distance. With RoPE the oracle rotates its own stored norm outputs, and
+// a*cos - b*sin may cancel, so the unit is the ulp of the pair's magnitude
+// |a| + |b| (the tests' tolerance, qk_norm_test.cc).
+int64_t QkMaxUlp(const TensorView& qkv, const QkHeads& h, const ConstTensorView& q_gamma,
+                 const ConstTensorView& k_gamma, const Rope& rope) {
+  const DType t = qkv.dtype;
+  const int64_t tokens = std::min(qkv.rows(), kCheckTokens), width = qkv.width();
+  const size_t bytes = static_cast<size_t>(tokens * width) * SizeOf(t);
+  std::vector<uint8_t> in(bytes), got(bytes), want(bytes), normed(bytes);
+  std::memcpy(in.data(), qkv.data, bytes);  // rows are contiguous in the bench
+  Rope r = rope;
+  if (r.rotary_dim > 0) r.positions = Contiguous<const void*>(rope.positions.data, DType::kI64, {tokens});
+  const auto in_v = Rows<const void*>(in.data(), t, tokens, width, width);
+  QkNorm(in_v, Rows<void*>(got.data(), t, tokens, width, width), h, q_gamma, k_gamma, {}, r);
+  reference::QkNorm(in_v, Rows<void*>(want.data(), t, tokens, width, width), h, q_gamma, k_gamma,
+                    {}, r);
+  if (r.rotary_dim > 0) {
+    reference::QkNorm(in_v, Rows<void*>(normed.data(), t, tokens, width, width), h, q_gamma,
+                      k_gamma, {}, Rope{});
+  }
+  const int64_t half = r.rotary_dim / 2;
+  int64_t worst = 0;
+  for (int64_t tok = 0; tok < tokens; ++tok) {
+    for (int64_t head = 0; head < h.num_q_heads + h.num_k_heads; ++head) {
+      const int64_t base = tok * width + head * h.head_dim;
+      for (int64_t i = 0; i < h.head_dim; ++i) {
+        const int64_t k = base + i;
+        const int64_t d = reference::UlpDistance(t, got.data() + k * SizeOf(t),
+                                                 want.data() + k * SizeOf(t));
+        if (i >= r.rotary_dim || d == 0 || d == reference::kNaNUlpDistance) {
+          worst = std::max(worst, d);
+          continue;
+        }
+        const int64_t j = base + (i < half ? i + half : i - half);
+        const double mag = std::fabs(reference::Load(normed.data(), t, k)) +
+                           std::fabs(reference::Load(normed.data(), t, j));
+        const double err = std::fabs(reference::Load(got.data(), t, k) -
+                                     reference::Load(want.data(), t, k));
+        worst = std::max(worst, static_cast<int64_t>(std::ceil(err / UlpAt(t, mag))));
+      }
+    }
+  }
+  return worst;
 }
 
 }  // namespace
@@ -122,6 +227,10 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
           QuantOptions qo;
           qo.scales = Contiguous<void*>(scales->data(), DType::kF32, {tokens});
           c.run = [rv, dv, gv, qv, qo] { AddRmsNormQuant(rv, AsConst(dv), gv, qv, qo); };
+          // The residual holds h, the sum the last call normalised.
+          c.max_ulp = [rv, gv, qv, t] {
+            return QuantMaxUlp(AsConst(rv), gv, t, AsConst(qv));
+          };
         }
         cases.push_back(std::move(c));
       }
@@ -141,6 +250,7 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
         BenchCase c = base("rms_norm_quant", hidden_shape, tokens, kHidden);
         c.model_bytes = cases::RmsNormQuantBytes(tokens, kHidden, t, t);
         c.run = [xv, gv, qv, qo] { RmsNormQuant(xv, gv, qv, qo); };
+        c.max_ulp = [xv, gv, qv, t] { return QuantMaxUlp(xv, gv, t, AsConst(qv)); };
         cases.push_back(std::move(c));
       }
 
@@ -188,6 +298,7 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
         // small and stay in cache.
         c.model_bytes = cases::QkNormBytes(tokens, h, t, t, t);
         c.run = [view, h, qgv, kgv, r] { QkNorm(AsConst(view), view, h, qgv, kgv, {}, r); };
+        c.max_ulp = [view, h, qgv, kgv, r] { return QkMaxUlp(view, h, qgv, kgv, r); };
         cases.push_back(std::move(c));
       }
     }

@@ -303,12 +303,38 @@ TEST(BenchQuick, RunsTheDemoCases) {
     cases.push_back(j.at("kernel").get<std::string>() + " " + j.at("shape").get<std::string>() +
                     " " + j.at("dtype").get<std::string>());
     EXPECT_GT(j.at("copy_fraction").get<double>(), 0.0);
-    EXPECT_LE(j.at("max_ulp").get<int64_t>(), 1);
+    // Every case is checked against the float64 reference (-1: unchecked).
+    EXPECT_GE(j.at("max_ulp").get<int64_t>(), 0) << j.dump();
+    EXPECT_LE(j.at("max_ulp").get<int64_t>(), 1) << j.dump();
     at = end + 1;
   }
   EXPECT_THAT(cases,
               ::testing::ElementsAre("rms_norm 1x5120 bf16", "rms_norm 4096x5120 bf16",
                                      "add_rms_norm 4096x5120 bf16", "qk_norm 4096x104x128 bf16"));
+}
+
+// The decoder kernels' rows carry their error against the float64 reference:
+// ulps of the output (qk_norm), ulps of the rotated pair's magnitude
+// (qk_norm_rope: a*cos - b*sin may cancel), codes (quantised outputs).
+TEST(BenchDecoder, EveryRowIsChecked) {
+  for (const char* kernel : {"qk_norm", "qk_norm_rope", "rms_norm_quant", "add_rms_norm_quant",
+                             "add_rms_norm"}) {
+    const CliRun r = Glmnorm(std::string("bench --tokens 3 --threads 1 --min-time 0.001 --json "
+                                         "--dtype bf16 f32 --kernel ") + kernel);
+    ASSERT_EQ(r.status, 0) << r.err;
+    int rows = 0;
+    for (size_t at = 0; at < r.out.size();) {
+      const size_t end = std::min(r.out.find('\n', at), r.out.size());
+      const nlohmann::json j = nlohmann::json::parse(r.out.substr(at, end - at));
+      const bool f32 = j.at("dtype") == "f32";
+      const int64_t limit = std::string(kernel) == "qk_norm_rope" ? 8 : f32 ? 4 : 1;
+      EXPECT_GE(j.at("max_ulp").get<int64_t>(), 0) << j.dump();
+      EXPECT_LE(j.at("max_ulp").get<int64_t>(), limit) << j.dump();
+      ++rows;
+      at = end + 1;
+    }
+    EXPECT_EQ(rows, 2) << kernel << ": " << r.out;
+  }
 }
 
 TEST(BenchQuick, ExcludesTheOptionsItFixes) {
