@@ -60,7 +60,6 @@ void AddNormRows(const Job& job, int64_t row_begin, int64_t row_end) {
       StoreF32AsPartial(dd, s, res + i, n);
       return rounded ? RoundTo<R>(dd, s) : s;
     };
-    const auto store_load = make_store_load(std::true_type{});
     const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
     if constexpr (kQuant == 0) {
       O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
@@ -72,9 +71,11 @@ void AddNormRows(const Job& job, int64_t row_begin, int64_t row_end) {
       });
     } else {
       uint8_t* q = static_cast<uint8_t*>(job.y) + job.y_rows.Offset(row);
-      QuantizeRow<R, W, O, kCastThenScale, kQuant == 2>(
-          d, width, inv, gamma, job.p.weight_offset, job.quant, row, q, load, load_partial,
-          store_load, store_load_partial);
+      WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+        QuantizeRow<R, W, O, kCastThenScale, kQuant == 2, decltype(may_be_nan)::value>(
+            d, width, inv, gamma, job.p.weight_offset, job.quant, row, q, load, load_partial,
+            make_store_load(may_be_nan), store_load_partial);
+      });
     }
   }
 }

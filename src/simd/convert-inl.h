@@ -90,6 +90,7 @@ HWY_INLINE hn::Vec<D> LoadF32Partial(D d, const T* p, size_t n) {
 // inputs as zero. Those lanes (exponent 0, mantissa not 0) take the portable
 // rounding, so a subnormal bf16 result stays subnormal. NaN: it returns the
 // input's high half with the quiet bit set, as the portable rounding does.
+#undef GLMNORM_HAVE_NATIVE_BF16  // defined once per target
 #if HWY_TARGET == HWY_AVX3 && HWY_ARCH_X86_64
 #define GLMNORM_HAVE_NATIVE_BF16 1
 HWY_INLINE __m256i NativeBF16(__m512 v) {

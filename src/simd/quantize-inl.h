@@ -62,10 +62,19 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> QuantizeE4M3(D d, hn::Vec<D> t) {
   return hn::BitCast(di, hn::Or(enc, sign));
 }
 
-// Stores n lanes of an int32 vector as bytes (values fit Q).
+// Stores n lanes of an int32 vector as bytes (values fit Q: int8 codes, or
+// e4m3 codes 0..255, so keeping the low byte is exact).
 template <typename Q, class D>
 HWY_INLINE void StoreBytes(D d, hn::Vec<hn::RebindToSigned<D>> v, Q* p, size_t n) {
   if (n == hn::MaxLanes(d)) {
+#if HWY_TARGET == HWY_AVX3 && HWY_ARCH_X86_64
+    if constexpr (hn::MaxLanes(d) == 16) {
+      // VPMOVDB: one truncating instruction; Highway 1.0.3's DemoteTo to 8
+      // bits is a saturating pack and a cross-lane permute.
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v.raw));
+      return;
+    }
+#endif
     const hn::Rebind<Q, D> dq;
     hn::StoreU(hn::DemoteTo(dq, v), dq, p);
     return;
@@ -78,14 +87,14 @@ HWY_INLINE void StoreBytes(D d, hn::Vec<hn::RebindToSigned<D>> v, Q* p, size_t n
 
 // Quantises y rounded to V (the dtype RmsNorm would store), Q = int8_t for
 // i8 or uint8_t for e4m3. With a dynamic scale the row is first Observe()d.
-template <typename V, bool kE4M3>
+template <typename V, bool kE4M3, bool kMayBeNaN = true>
 struct QuantSink {
   using Q = std::conditional_t<kE4M3, uint8_t, int8_t>;
   Q* q = nullptr;
   float scale = 1.0f;
   template <class D>
   HWY_INLINE hn::Vec<D> Value(D d, hn::Vec<D> v) const {
-    return RoundTo<V>(d, v);
+    return RoundTo<V, kMayBeNaN>(d, v);
   }
   template <class D>
   HWY_INLINE void operator()(D d, size_t i, size_t n, hn::Vec<D> v) const {
@@ -110,39 +119,78 @@ HWY_INLINE float DynamicScale(float max_abs, bool e4m3) {
 }
 
 
+// Rows up to this width keep their values in a stack buffer (32 KiB)
+// between the two sweeps of a dynamic scale, so y is computed once: every
+// GLM-4.5 width (5120, 4096, head_dim 128) fits. Wider rows compute y twice.
+constexpr size_t kQuantScratchFloats = 8192;
+
 // Quantises one row of y values to Q (QuantSink). With a dynamic scale a
-// first sweep over `load` finds max|value| and the row's scale is written
-// to scales[row]; then `store_load` (which may have side effects) feeds the
-// quantising sweep. V: the dtype y is rounded to before quantising.
-template <typename T, typename W, typename V, bool kCastThenScale, bool kE4M3, class D,
-          class Load, class LoadPartial, class StoreLoad, class StoreLoadPartial>
+// first sweep finds max|value| and the row's scale is written to
+// scales[row]; then the values are quantised. `store_load` (which may have
+// side effects, such as storing the residual) is called exactly once per
+// index; `load` only when the row is too wide for the scratch buffer.
+// V: the dtype y is rounded to before quantising. kMayBeNaN as in
+// ForEachNormVectorSpan (false on the fast path: no NaN in x*r or y).
+template <typename T, typename W, typename V, bool kCastThenScale, bool kE4M3, bool kMayBeNaN,
+          class D, class Load, class LoadPartial, class StoreLoad, class StoreLoadPartial>
 HWY_INLINE void QuantizeRow(D d, size_t width, InvRms inv, const W* HWY_RESTRICT gamma,
                             float weight_offset, const QuantParams& qp, int64_t row, void* q,
                             const Load& load, const LoadPartial& load_partial,
                             const StoreLoad& store_load,
                             const StoreLoadPartial& store_load_partial) {
-  QuantSink<V, kE4M3> sink;
-  sink.q = static_cast<typename QuantSink<V, kE4M3>::Q*>(q);
+  constexpr size_t N = hn::MaxLanes(d);
+  QuantSink<V, kE4M3, kMayBeNaN> sink;
+  sink.q = static_cast<typename QuantSink<V, kE4M3, kMayBeNaN>::Q*>(q);
   sink.scale = qp.scale;
-  if (qp.dynamic) {
-    // Only finite values count (NaN and inf are left out of the max); lanes
-    // past the row end hold 0 or NaN, which leave it too.
-    auto vmax = hn::Zero(d);
-    ForEachNormVector<T, W, kCastThenScale>(
-        d, width, inv, gamma, weight_offset, load, load_partial,
-        [&vmax](auto dd, size_t, size_t, hn::Vec<D> v) {
-          const auto a = hn::Abs(RoundTo<V>(dd, v));
-          vmax = hn::Max(vmax, hn::IfThenElse(hn::IsFinite(a), a, hn::Zero(dd)));
-        });
-    HWY_ALIGN float lanes[hn::MaxLanes(d)];
+  const auto sweep = [&](const auto& ld, const auto& ld_partial, const auto& sk) {
+    ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, 0, width, inv, gamma,
+                                                           weight_offset, ld, ld_partial, sk);
+  };
+  if (!qp.dynamic) {
+    sweep(store_load, store_load_partial, sink);
+    return;
+  }
+  // Only finite values count (NaN and inf are left out of the max); lanes
+  // past the row end hold 0 or NaN, which leave it too.
+  auto vmax = hn::Zero(d);
+  const auto observe = [&vmax](D dd, hn::Vec<D> value) {
+    const auto a = hn::Abs(value);
+    vmax = hn::Max(vmax, hn::IfThenElse(hn::IsFinite(a), a, hn::Zero(dd)));
+  };
+  const auto set_scale = [&] {
+    HWY_ALIGN float lanes[N];
     hn::Store(vmax, d, lanes);
     float max_abs = 0.0f;
-    for (size_t k = 0; k < hn::MaxLanes(d); ++k) max_abs = lanes[k] > max_abs ? lanes[k] : max_abs;
+    for (size_t k = 0; k < N; ++k) max_abs = lanes[k] > max_abs ? lanes[k] : max_abs;
     sink.scale = DynamicScale(max_abs, kE4M3);
     qp.scales[row * qp.scales_stride] = sink.scale;
+  };
+  if (width <= kQuantScratchFloats) {
+    // width <= 8192 and N divides 8192: whole-vector stores stay inside.
+    HWY_ALIGN float values[kQuantScratchFloats];
+    sweep(store_load, store_load_partial, [&](D dd, size_t i, size_t, hn::Vec<D> v) {
+      const auto value = RoundTo<V, kMayBeNaN>(dd, v);
+      hn::Store(value, dd, values + i);
+      observe(dd, value);
+    });
+    set_scale();
+    const auto vscale = hn::Set(d, sink.scale);
+    auto* out = sink.q;
+    size_t i = 0;
+    for (; i + N <= width; i += N) {
+      const auto t = hn::Div(hn::Load(d, values + i), vscale);
+      StoreBytes(d, kE4M3 ? QuantizeE4M3(d, t) : QuantizeI8(d, t), out + i, N);
+    }
+    if (i < width) {
+      const auto t = hn::Div(hn::Load(d, values + i), vscale);
+      StoreBytes(d, kE4M3 ? QuantizeE4M3(d, t) : QuantizeI8(d, t), out + i, width - i);
+    }
+    return;
   }
-  ForEachNormVector<T, W, kCastThenScale>(d, width, inv, gamma, weight_offset, store_load,
-                                          store_load_partial, sink);
+  sweep(load, load_partial,
+        [&](D dd, size_t, size_t, hn::Vec<D> v) { observe(dd, RoundTo<V, kMayBeNaN>(dd, v)); });
+  set_scale();
+  sweep(store_load, store_load_partial, sink);
 }
 
 }  // namespace HWY_NAMESPACE

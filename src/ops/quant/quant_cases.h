@@ -39,7 +39,9 @@ inline std::vector<QuantCase> QuantCases() {
   return cases;
 }
 
-inline constexpr int64_t kQuantTestWidths[] = {1, 7, 64, 129, 1000, 5120};
+// 8192 and 8193: the last width whose values stay in the kernel's scratch
+// row between the two sweeps of a dynamic scale, and the first that does not.
+inline constexpr int64_t kQuantTestWidths[] = {1, 7, 64, 129, 1000, 5120, 8192, 8193};
 
 // Bytes one RmsNormQuant call moves: x read, 1-byte codes and a 4-byte
 // scale per row written, gamma read once.

@@ -26,6 +26,7 @@ void RmsNormQuantRowsTyped(const RmsNormQuantJob& job, int64_t row_begin, int64_
   const hn::ScalableTag<float> d;
   const size_t width = static_cast<size_t>(job.p.width);
   const W* gamma = static_cast<const W*>(job.gamma);
+  const bool gamma_finite = !FastPathNeedsFiniteGamma<T, V>(d) || AllFinite(d, gamma, width);
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
     uint8_t* q = static_cast<uint8_t*>(job.q) + job.q_rows.Offset(row);
@@ -34,9 +35,11 @@ void RmsNormQuantRowsTyped(const RmsNormQuantJob& job, int64_t row_begin, int64_
       return LoadF32Partial(dd, x + i, n);
     };
     const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
-    QuantizeRow<T, W, V, kCastThenScale, kE4M3>(d, width, inv, gamma, job.p.weight_offset,
-                                                job.quant, row, q, load, load_partial, load,
-                                                load_partial);
+    WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+      QuantizeRow<T, W, V, kCastThenScale, kE4M3, decltype(may_be_nan)::value>(
+          d, width, inv, gamma, job.p.weight_offset, job.quant, row, q, load, load_partial,
+          load, load_partial);
+    });
   }
 }
 
