@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""glmnorm against the RMSNorm implementations a GLM-4.5 user could pick, in one run.
+
+Same inputs, same thread count, GLM-4.5 shapes (tokens x 5120 and x 4096 hidden states;
+tokens x 104 heads x 128 for the QK-norm), bf16 and float32, 1 thread and all cores:
+
+  glmnorm           glmnorm.rms_norm (the Python binding, zero-copy on torch tensors)
+  glmnorm.torch     torch.ops.glmnorm.rms_norm (the torch op that torch.compile keeps)
+  hf eager          Transformers' Glm4MoeRMSNorm module, eager PyTorch (the reference)
+  F.rms_norm        torch.nn.functional.rms_norm (single rounding: not the reference order)
+  torch.compile     torch.compile of the Transformers module (inductor, CPU)
+  onnxruntime       RMSNormalization (opset 23) where ONNX Runtime has a CPU kernel for
+                    the dtype, else com.microsoft SimplifiedLayerNormalization
+The fused residual add (add_rms_norm): glmnorm.add_rms_norm, the decoder layer's
+"residual + delta, then the module" in eager and compiled PyTorch, and ONNX Runtime's
+SkipSimplifiedLayerNormalization.
+
+For each case it prints the median time, GB/s (bytes read and written), the ratio of each
+peer's time to glmnorm's (> 1: glmnorm is faster), and the fraction of the peer's output
+elements bit-identical to the Transformers module's. It also measures the machine's copy
+speed of the same bytes (torch's copy_, same threads), prints it, and draws it as a line in
+a PNG chart (matplotlib) of GB/s per shape.
+
+Run (make compare does this):
+  PYTHONPATH=build/release/python $(bash scripts/python_env.sh python/requirements.txt)/bin/python \\
+      bench/compare_peers.py [--quick] [--threads 1 2] [--png docs/compare_peers.png]
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+
+import glmnorm
+import glmnorm.torch  # noqa: F401  (registers torch.ops.glmnorm)
+
+EPS = 1e-5
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+        name = next(l.split(":", 1)[1].strip() for l in info.splitlines()
+                    if l.startswith("model name"))
+        fam = next(l.split(":", 1)[1].strip() for l in info.splitlines()
+                   if l.startswith("cpu family"))
+        model = next(l.split(":", 1)[1].strip() for l in info.splitlines()
+                     if l.startswith("model\t"))
+        flags = next(l for l in info.splitlines() if l.startswith("flags"))
+        bf16 = "avx512_bf16" in flags
+        return f"{name} (family {fam} model {model}{', AVX512-BF16' if bf16 else ''})"
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown CPU"
+
+
+def timeit(fn, min_time, min_reps=5):
+    """Median seconds of fn() over at least min_reps calls and min_time seconds."""
+    fn()  # warm-up (and compilation for torch.compile)
+    times = []
+    start = time.perf_counter()
+    while len(times) < min_reps or time.perf_counter() - start < min_time:
+        t0 = time.perf_counter_ns()
+        fn()
+        times.append((time.perf_counter_ns() - t0) * 1e-9)
+        if len(times) >= 10000:
+            break
+    return statistics.median(times)
+
+
+def identical_fraction(a, ref):
+    """Fraction of elements whose bits equal the reference's (NaN == NaN)."""
+    if a is None:
+        return float("nan")
+    a = a.detach().to(ref.dtype).contiguous()
+    ref = ref.contiguous()
+    bits = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
+    same = a.view(bits[ref.dtype]) == ref.view(bits[ref.dtype])
+    both_nan = torch.isnan(a) & torch.isnan(ref)
+    return float((same | both_nan).double().mean())
+
+
+# --- ONNX Runtime peers ---------------------------------------------------------------
+
+NP_OF = {torch.float32: np.float32, torch.float16: np.float16}
+
+
+def onnx_runner(kind, x, weight, delta, threads):
+    """(name, run, y) for ONNX Runtime computing the norm of x (kind 'norm') or the fused
+    residual add + norm of x + delta (kind 'add'), with weight as an initializer, inputs and
+    output bound once (io_binding, no copies per call); or (None, reason, None) when ORT has
+    no CPU kernel for the dtype or is not installed."""
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError as e:
+        return None, f"not installed ({e.name})", None
+    if x.dtype not in NP_OF:
+        # numpy has no bfloat16: ORT's CPU provider has no bf16 kernel for these ops either
+        # (checked: session creation fails), so there is nothing to time.
+        return None, "no CPU kernel for bfloat16 in ONNX Runtime", None
+    elem = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16}[x.dtype]
+    shape = list(x.shape)
+    inputs = [helper.make_tensor_value_info("x", elem, shape)]
+    outputs = [helper.make_tensor_value_info("y", elem, shape)]
+    w_init = numpy_helper.from_array(weight.numpy(), "w")
+    attempts = []
+    if kind == "norm":
+        attempts.append(("RMSNormalization", [helper.make_operatorsetid("", 23)],
+                         [helper.make_node("RMSNormalization", ["x", "w"], ["y"], axis=-1,
+                                           epsilon=EPS, stash_type=1)]))
+        attempts.append(("SimplifiedLayerNormalization", [helper.make_operatorsetid("", 17)],
+                         [helper.make_node("SimplifiedLayerNormalization", ["x", "w"], ["y"],
+                                           axis=-1, epsilon=EPS, stash_type=1)]))
+    else:
+        inputs.append(helper.make_tensor_value_info("d", elem, shape))
+        outputs.append(helper.make_tensor_value_info("sum", elem, shape))
+        attempts.append(("SkipSimplifiedLayerNormalization",
+                         [helper.make_operatorsetid("", 17),
+                          helper.make_operatorsetid("com.microsoft", 1)],
+                         [helper.make_node("SkipSimplifiedLayerNormalization",
+                                           ["x", "d", "w"], ["y", "", "", "sum"],
+                                           domain="com.microsoft", epsilon=EPS)]))
+    reasons = []
+    for name, opsets, nodes in attempts:
+        graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=[w_init])
+        model = helper.make_model(graph, opset_imports=opsets)
+        model.ir_version = 10
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        try:
+            sess = ort.InferenceSession(model.SerializeToString(), so,
+                                        providers=["CPUExecutionProvider"])
+        except Exception as e:  # ORT raises its own exception types
+            reasons.append(f"{name}: {str(e).splitlines()[0][:100]}")
+            continue
+        io = sess.io_binding()
+        feeds = {"x": x} if kind == "norm" else {"x": x, "d": delta}
+        feeds = {key: t.contiguous().numpy() for key, t in feeds.items()}
+        for key, a in feeds.items():
+            io.bind_cpu_input(key, a)
+        outs = {o.name: torch.empty_like(x) for o in sess.get_outputs()}
+        for key, t in outs.items():
+            io.bind_output(key, "cpu", 0, NP_OF[x.dtype], shape, t.data_ptr())
+
+        # ORT keeps raw pointers to the bound tensors: the closure keeps them alive.
+        def run(sess=sess, io=io, keep=(feeds, outs)):
+            sess.run_with_iobinding(io)
+
+        return name, run, outs["y"]
+    return None, "; ".join(reasons), None
+
+
+# --- the cases -------------------------------------------------------------------------
+
+def make_module(width, weight):
+    from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeRMSNorm
+    m = Glm4MoeRMSNorm(width, eps=EPS)
+    with torch.no_grad():
+        m.weight = torch.nn.Parameter(weight.clone(), requires_grad=False)
+    return m.eval()
+
+
+def norm_case(tokens, shape_tail, dtype, threads, args, gen):
+    """One rms_norm case: every peer on the same x and weight."""
+    shape = (tokens, *shape_tail)
+    width = shape[-1]
+    x = torch.randn(shape, generator=gen).to(dtype)
+    weight = (1.0 + 0.5 * torch.randn(width, generator=gen)).to(dtype)
+    module = make_module(width, weight)
+    ref = module(x)
+    nbytes = 2 * x.numel() * x.element_size() + weight.numel() * weight.element_size()
+    results = []
+
+    y = torch.empty_like(x)
+    results.append(("glmnorm", lambda: glmnorm.rms_norm(x, weight, eps=EPS, out=y), None))
+    results.append(("glmnorm.torch", lambda: torch.ops.glmnorm.rms_norm(x, weight, EPS),
+                    None))
+    results.append(("hf eager", lambda: module(x), None))
+    results.append(("F.rms_norm",
+                    lambda: torch.nn.functional.rms_norm(x, (width,), weight, EPS), None))
+    if not args.no_compile:
+        compiled = torch.compile(module, dynamic=False)
+        results.append(("torch.compile", lambda: compiled(x), None))
+    if not args.no_onnx:
+        name, run, out = onnx_runner("norm", x, weight, None, threads)
+        if name is None:
+            results.append(("onnxruntime", None, run))
+        else:
+            results.append((f"onnxruntime {name}", run, lambda run=run, out=out: (run(), out)[1]))
+    return shape, nbytes, ref, results
+
+
+def add_case(tokens, width, dtype, threads, args, gen):
+    """One fused add + norm case (the decoder layer's residual step)."""
+    shape = (tokens, width)
+    residual0 = torch.randn(shape, generator=gen).to(dtype)
+    delta = torch.randn(shape, generator=gen).to(dtype)
+    weight = (1.0 + 0.5 * torch.randn(width, generator=gen)).to(dtype)
+    module = make_module(width, weight)
+    ref = module(residual0 + delta)
+    # Reads residual and delta, writes residual and y.
+    nbytes = 4 * residual0.numel() * residual0.element_size()
+    results = []
+    residual = residual0.clone()
+    y = torch.empty_like(residual)
+
+    # In place, called repeatedly, residual drifts (residual += delta each call); restoring it
+    # per call would time a copy too. The kernel's speed does not depend on the values; the
+    # identity check (the third entry) uses a fresh residual.
+    results.append(("glmnorm",
+                    lambda: glmnorm.add_rms_norm(residual, delta, weight, eps=EPS, out=y),
+                    lambda: glmnorm.add_rms_norm(residual0.clone(), delta, weight, eps=EPS)))
+    r_op = residual0.clone()
+    results.append(("glmnorm.torch",
+                    lambda: torch.ops.glmnorm.add_rms_norm(r_op, delta, weight, EPS),
+                    lambda: torch.ops.glmnorm.add_rms_norm(residual0.clone(), delta, weight,
+                                                           EPS)))
+    results.append(("hf eager", lambda: module(residual0 + delta), None))
+    if not args.no_compile:
+        def step(r, d):
+            h = r + d
+            return module(h), h
+        compiled = torch.compile(step, dynamic=False)
+        results.append(("torch.compile", lambda: compiled(residual0, delta), None))
+    if not args.no_onnx:
+        name, run, out = onnx_runner("add", residual0, weight, delta, threads)
+        if name is None:
+            results.append(("onnxruntime", None, run))
+        else:
+            results.append((f"onnxruntime {name}", run, lambda run=run, out=out: (run(), out)[1]))
+    return shape, nbytes, ref, results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, nargs="+", default=None,
+                    help="thread counts (default: 1 and all cores)")
+    ap.add_argument("--tokens", type=int, nargs="+", default=[1, 16, 512, 4096])
+    ap.add_argument("--dtype", nargs="+", default=["bf16", "f32"], choices=["bf16", "f32"])
+    ap.add_argument("--min-time", type=float, default=0.3, help="seconds per measurement")
+    ap.add_argument("--quick", action="store_true",
+                    help="tokens 1 and 512, bf16, 0.1 s per measurement")
+    ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--no-onnx", action="store_true", help="leave ONNX Runtime out")
+    ap.add_argument("--png", default="bench/compare_peers.png", help="chart file ('' = none)")
+    ap.add_argument("--json", default="", help="also write the rows as JSON lines here")
+    args = ap.parse_args()
+    if args.quick:
+        args.tokens, args.dtype, args.min_time = [1, 512], ["bf16"], 0.1
+    threads_list = args.threads or sorted({1, os.cpu_count() or 1})
+    for t in threads_list:
+        if t < 1:
+            ap.error(f"--threads must be >= 1, got {t}")
+    warnings.filterwarnings("ignore")
+    torch.manual_seed(0)
+    print(f"# CPU: {cpu_model()}; torch {torch.__version__}; glmnorm {glmnorm.__version__}")
+    print("# ratio = peer time / glmnorm time (> 1: glmnorm faster); same = fraction of "
+          "outputs bit-identical to Transformers' Glm4MoeRMSNorm (eager)")
+    rows = []
+    header = (f"{'op':<13} {'shape':<14} {'dtype':<5} {'thr':>3} {'impl':<40} {'us':>10} "
+              f"{'GB/s':>7} {'ratio':>6} {'same':>7}")
+    for threads in threads_list:
+        torch.set_num_threads(threads)
+        glmnorm.set_num_threads(threads)
+        for dt in args.dtype:
+            dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[dt]
+            print(header)
+            cases = []
+            for tokens in args.tokens:
+                for tail in [(5120,), (4096,), (104, 128)]:
+                    cases.append(("rms_norm", tokens, tail))
+                cases.append(("add_rms_norm", tokens, (5120,)))
+            for op, tokens, tail in cases:
+                # Each case compiles anew: without a reset dynamo stops recompiling the
+                # module after its recompile limit and silently runs it eagerly.
+                torch._dynamo.reset()
+                gen = torch.Generator().manual_seed(tokens * 7 + len(tail) + tail[-1])
+                if op == "rms_norm":
+                    shape, nbytes, ref, impls = norm_case(tokens, tail, dtype, threads, args,
+                                                          gen)
+                else:
+                    shape, nbytes, ref, impls = add_case(tokens, tail[-1], dtype, threads,
+                                                         args, gen)
+                # The machine's copy of the same bytes (read + write), same threads.
+                src = torch.empty(nbytes // 2, dtype=torch.uint8)
+                dst = torch.empty_like(src)
+                src.fill_(1)
+                copy_s = timeit(lambda: dst.copy_(src), args.min_time)
+                copy_gbs = nbytes / copy_s / 1e9
+                glm_s = None
+                shape_s = "x".join(map(str, shape))
+                # impls: (name, fn timed, fn giving the output to check on fresh inputs, or
+                # None: fn's own result); fn None: not available, the third is why.
+                for name, fn, extra in impls:
+                    if fn is None:
+                        print(f"{op:<13} {shape_s:<14} {dt:<5} {threads:>3} {name:<40} "
+                              f"{'n/a':>10}   ({extra})")
+                        rows.append(dict(op=op, shape=shape_s, dtype=dt, threads=threads,
+                                         impl=name, us=None, note=extra))
+                        continue
+                    s = timeit(fn, args.min_time)
+                    out = (extra or fn)()
+                    if isinstance(out, tuple):
+                        out = out[0]
+                    same = identical_fraction(out, ref)
+                    if name == "glmnorm":
+                        glm_s = s
+                    ratio = s / glm_s if glm_s else float("nan")
+                    gbs = nbytes / s / 1e9
+                    print(f"{op:<13} {shape_s:<14} {dt:<5} {threads:>3} {name:<40} "
+                          f"{s * 1e6:>10.1f} {gbs:>7.2f} {ratio:>6.2f} {same:>7.4f}")
+                    rows.append(dict(op=op, shape=shape_s, dtype=dt, threads=threads,
+                                     impl=name, us=s * 1e6, gbs=gbs, ratio=ratio, same=same))
+                print(f"{op:<13} {shape_s:<14} {dt:<5} {threads:>3} {'(copy of the same bytes)':<40} "
+                      f"{copy_s * 1e6:>10.1f} {copy_gbs:>7.2f}")
+                rows.append(dict(op=op, shape=shape_s, dtype=dt, threads=threads,
+                                 impl="copy", us=copy_s * 1e6, gbs=copy_gbs))
+    if args.json:
+        with open(args.json, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+    if args.png:
+        chart(rows, args.png)
+        print(f"# chart: {args.png}")
+
+
+def chart(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    panels = sorted({(r["dtype"], r["threads"]) for r in rows})
+    fig, axes = plt.subplots(len(panels), 1, figsize=(14, 4.2 * len(panels)), squeeze=False)
+    for ax, (dt, thr) in zip(axes[:, 0], panels):
+        sel = [r for r in rows if r["dtype"] == dt and r["threads"] == thr]
+        labels = []
+        for r in sel:
+            lab = f"{r['op'].replace('_rms_norm', '+norm')}\n{r['shape']}"
+            if lab not in labels:
+                labels.append(lab)
+        impls = [i for i in dict.fromkeys(r["impl"] for r in sel) if i != "copy"]
+        width = 0.8 / max(1, len(impls))
+        for k, impl in enumerate(impls):
+            ys = []
+            for lab in labels:
+                v = [r.get("gbs") for r in sel if r["impl"] == impl and
+                     f"{r['op'].replace('_rms_norm', '+norm')}\n{r['shape']}" == lab]
+                ys.append(v[0] if v and v[0] is not None else 0.0)
+            ax.bar([i + k * width for i in range(len(labels))], ys, width, label=impl)
+        copy = []
+        for lab in labels:
+            v = [r["gbs"] for r in sel if r["impl"] == "copy" and
+                 f"{r['op'].replace('_rms_norm', '+norm')}\n{r['shape']}" == lab]
+            copy.append(v[0] if v else float("nan"))
+        ax.step([i - 0.1 for i in range(len(labels))], copy, where="post", color="black",
+                label="copy of the same bytes")
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))])
+        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_ylabel("GB/s")
+        ax.set_title(f"{dt}, {thr} thread(s)")
+        ax.legend(fontsize=7, ncol=4)
+    fig.suptitle(f"RMSNorm on GLM-4.5 shapes, {cpu_model()}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
