@@ -361,8 +361,10 @@ def chart(rows, path):
             v = [r["gbs"] for r in sel if r["impl"] == "copy" and
                  f"{r['op'].replace('_rms_norm', '+norm')}\n{r['shape']}" == lab]
             copy.append(v[0] if v else float("nan"))
-        ax.step([i - 0.1 for i in range(len(labels))], copy, where="post", color="black",
-                label="copy of the same bytes")
+        ax.hlines(copy, [i - 0.1 for i in range(len(labels))],
+                  [i + 0.9 for i in range(len(labels))], color="black",
+                  label="copy of the same bytes")
+        ax.set_yscale("log")
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))])
         ax.set_xticklabels(labels, fontsize=7)
         ax.set_ylabel("GB/s")
