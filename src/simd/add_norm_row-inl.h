@@ -8,6 +8,8 @@
 #define GLMNORM_SRC_SIMD_ADD_NORM_ROW_INL_H_
 #endif
 
+#include <type_traits>
+
 #include "core/job.h"
 #include "simd/convert-inl.h"
 #include "simd/norm_row-inl.h"
@@ -25,10 +27,10 @@ namespace HWY_NAMESPACE {
 // members.
 template <typename R, typename Dl, typename W, typename O, bool kCastThenScale, int kQuant,
           class Job>
-void AddNormRows(const Job& job, int64_t row_begin, int64_t row_end) {
+void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t row_begin,
+                          int64_t row_end) {
   const hn::ScalableTag<float> d;
   const size_t width = static_cast<size_t>(job.p.width);
-  const W* gamma = static_cast<const W*>(job.gamma);
   const bool rounded = job.normalize_rounded_sum;
   const bool gamma_finite =
       !FastPathNeedsFiniteGamma<R, O>(d) || AllFinite(d, gamma, width);
@@ -78,6 +80,20 @@ void AddNormRows(const Job& job, int64_t row_begin, int64_t row_end) {
       });
     }
   }
+}
+
+// The rows with gamma as W, or widened to float32 once when the call has
+// several rows (WithWideGamma, norm_row-inl.h).
+template <typename R, typename Dl, typename W, typename O, bool kCastThenScale, int kQuant,
+          class Job>
+void AddNormRows(const Job& job, int64_t row_begin, int64_t row_end) {
+  const hn::ScalableTag<float> d;
+  WithWideGamma(d, static_cast<const W*>(job.gamma), static_cast<size_t>(job.p.width),
+                row_end - row_begin >= 4, [&](const auto* gamma) {
+                  using G = std::remove_cv_t<std::remove_pointer_t<decltype(gamma)>>;
+                  AddNormRowsWithGamma<R, Dl, G, O, kCastThenScale, kQuant>(
+                      job, gamma, row_begin, row_end);
+                });
 }
 
 // Supported (residual R, delta Dl): Dl == R, or R = f32 with Dl bf16/f16.

@@ -181,15 +181,19 @@ HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, float* p) {
     hn::StoreU(v, d, p);
   }
 }
+// `native`: g_native_bf16, read once by a caller that stores in a loop (a
+// local the compiler keeps in a register, unlike the global, which it must
+// reload after every store).
 template <bool kMayBeNaN = true, bool kStream = false, class D>
-HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, BF16* p) {
+HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, BF16* p, bool native = g_native_bf16) {
   const hn::RebindToSigned<D> di;
   const hn::Rebind<uint16_t, D> du16;
   hn::Vec<hn::RebindToUnsigned<D>> high;
   bool may_be_nan = kMayBeNaN;
+  (void)native;
 #if GLMNORM_HAVE_NATIVE_BF16
   if constexpr (hn::MaxLanes(d) == 16) {
-    if (g_native_bf16) {
+    if (native) {
       if (HWY_LIKELY(SubnormalLanes(v.raw) == 0)) {
         const __m256i packed = NativeBF16(v.raw);
         if constexpr (kStream) {

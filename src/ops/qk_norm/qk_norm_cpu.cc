@@ -5,6 +5,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "hwy/highway.h"
@@ -49,7 +50,8 @@ HWY_INLINE void RotateHead(D d, size_t width, size_t rotary_dim, const float* HW
 }
 
 template <typename T, typename W, typename O, bool kCastThenScale>
-void QkNormRowsTyped(const QkNormJob& job, int64_t row_begin, int64_t row_end) {
+void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
+                          const W* HWY_RESTRICT k_gamma, int64_t row_begin, int64_t row_end) {
   const hn::ScalableTag<float> d;
   constexpr size_t N = hn::MaxLanes(d);
   const size_t width = static_cast<size_t>(job.p.width);
@@ -65,10 +67,8 @@ void QkNormRowsTyped(const QkNormJob& job, int64_t row_begin, int64_t row_end) {
     scratch = heap_scratch.data();
   }
   // Non-finite gammas send every head to the NaN-safe path.
-  const bool q_gamma_finite =
-      job.num_q_heads == 0 || AllFinite(d, static_cast<const W*>(job.q_gamma), width);
-  const bool k_gamma_finite =
-      job.num_k_heads == 0 || AllFinite(d, static_cast<const W*>(job.k_gamma), width);
+  const bool q_gamma_finite = job.num_q_heads == 0 || AllFinite(d, q_gamma, width);
+  const bool k_gamma_finite = job.num_k_heads == 0 || AllFinite(d, k_gamma, width);
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* in_row = static_cast<const T*>(job.in) + row * job.in_row_stride;
     O* out_row = static_cast<O*>(job.out) + row * job.out_row_stride;
@@ -80,7 +80,7 @@ void QkNormRowsTyped(const QkNormJob& job, int64_t row_begin, int64_t row_end) {
       sin = job.sin + pos * job.sin_row_stride;
     }
     for (int64_t head = 0; head < heads; ++head) {
-      const W* gamma = static_cast<const W*>(head < job.num_q_heads ? job.q_gamma : job.k_gamma);
+      const W* gamma = head < job.num_q_heads ? q_gamma : k_gamma;
       const T* x = in_row + head * static_cast<int64_t>(width);
       O* y = out_row + head * static_cast<int64_t>(width);
       const auto load = [x](auto dd, size_t i) { return LoadF32(dd, x + i); };
@@ -113,6 +113,34 @@ void QkNormRowsTyped(const QkNormJob& job, int64_t row_begin, int64_t row_end) {
       RotateHead(d, width, rotary_dim, scratch, cos, sin, y);
     }
   }
+}
+
+// Every row has heads sharing two gammas: both are widened to float32 once
+// per call (WithWideGamma, norm_row-inl.h) for usual head dims.
+template <typename T, typename W, typename O, bool kCastThenScale>
+void QkNormRowsTyped(const QkNormJob& job, int64_t row_begin, int64_t row_end) {
+  const hn::ScalableTag<float> d;
+  const size_t width = static_cast<size_t>(job.p.width);
+  const auto* q = static_cast<const W*>(job.q_gamma);
+  const auto* k = static_cast<const W*>(job.k_gamma);
+  // Empty head groups may come with a null gamma: widen only what exists.
+  const bool widen = job.num_q_heads > 0 && job.num_k_heads > 0;
+  WithWideGamma<1024>(d, q, width, widen, [&](const auto* q_gamma) {
+    using G = std::remove_cv_t<std::remove_pointer_t<decltype(q_gamma)>>;
+    if constexpr (std::is_same_v<G, W>) {
+      QkNormRowsWithGammas<T, W, O, kCastThenScale>(job, q, k, row_begin, row_end);
+    } else {
+      WithWideGamma<1024>(d, k, width, true, [&](const auto* k_gamma) {
+        using Gk = std::remove_cv_t<std::remove_pointer_t<decltype(k_gamma)>>;
+        if constexpr (std::is_same_v<Gk, float>) {
+          QkNormRowsWithGammas<T, float, O, kCastThenScale>(job, q_gamma, k_gamma, row_begin,
+                                                            row_end);
+        } else {  // not reached: k has q's width, which fitted
+          QkNormRowsWithGammas<T, W, O, kCastThenScale>(job, q, k, row_begin, row_end);
+        }
+      });
+    }
+  });
 }
 
 void QkNormRows(const QkNormJob& job, int64_t row_begin, int64_t row_end) {

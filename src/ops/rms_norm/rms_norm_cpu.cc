@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cpu/cpu_backend.h"
 #include "hwy/cache_control.h"
@@ -49,11 +50,13 @@ HWY_INLINE void NormalizeRow(D d, size_t width, InvRms inv, const W* HWY_RESTRIC
                                                          store);
 }
 
+// Rows [row_begin, row_end) with gamma already of type W (the job's, or
+// widened to float32 by RmsNormRowsTyped).
 template <typename T, typename W, typename O, bool kCastThenScale>
-void RmsNormRowsTyped(const RmsNormJob& job, int64_t row_begin, int64_t row_end) {
+void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
+                          int64_t row_begin, int64_t row_end) {
   const hn::ScalableTag<float> d;
   const size_t width = static_cast<size_t>(job.p.width);
-  const W* gamma = static_cast<const W*>(job.gamma);
   // A non-finite gamma can make y NaN from finite x: take the NaN-safe path.
   const bool gamma_finite =
       !FastPathNeedsFiniteGamma<T, O>(d) || AllFinite(d, gamma, width);
@@ -72,6 +75,18 @@ void RmsNormRowsTyped(const RmsNormJob& job, int64_t row_begin, int64_t row_end)
     });
   }
   if (stream) hwy::FlushStream();
+}
+
+// Several rows per call: gamma widened once (WithWideGamma, norm_row-inl.h).
+template <typename T, typename W, typename O, bool kCastThenScale>
+void RmsNormRowsTyped(const RmsNormJob& job, int64_t row_begin, int64_t row_end) {
+  const hn::ScalableTag<float> d;
+  WithWideGamma(d, static_cast<const W*>(job.gamma), static_cast<size_t>(job.p.width),
+                row_end - row_begin >= 4, [&](const auto* gamma) {
+                  using G = std::remove_cv_t<std::remove_pointer_t<decltype(gamma)>>;
+                  RmsNormRowsWithGamma<T, G, O, kCastThenScale>(job, gamma, row_begin,
+                                                                row_end);
+                });
 }
 
 // Calls F<T, W, O, kCastThenScale>::Run(args...) for the runtime dtypes.
