@@ -79,6 +79,16 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
       cos = job.cos + pos * job.cos_row_stride;
       sin = job.sin + pos * job.sin_row_stride;
     }
+    // 1/rms of head h+1 is computed before head h is normalised: the two are
+    // independent (heads never overlap), and the next head's reduction then
+    // fills the wait on this head's sqrt and divides. Same operations, same bits.
+    const auto inv_of = [&](int64_t head) {
+      const T* x = in_row + head * static_cast<int64_t>(width);
+      return RowInverseRms(
+          d, width, job.p.eps, [x](auto dd, size_t i) { return LoadF32(dd, x + i); },
+          [x](auto dd, size_t i, size_t n) { return LoadF32Partial(dd, x + i, n); });
+    };
+    InvRms next = heads > 0 ? inv_of(0) : InvRms{};
     for (int64_t head = 0; head < heads; ++head) {
       const W* gamma = head < job.num_q_heads ? q_gamma : k_gamma;
       const T* x = in_row + head * static_cast<int64_t>(width);
@@ -87,7 +97,8 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
       const auto load_partial = [x](auto dd, size_t i, size_t n) {
         return LoadF32Partial(dd, x + i, n);
       };
-      const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
+      const InvRms inv = next;
+      if (head + 1 < heads) next = inv_of(head + 1);
       if (rotary_dim == 0) {
         const bool gamma_finite = head < job.num_q_heads ? q_gamma_finite : k_gamma_finite;
         WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {

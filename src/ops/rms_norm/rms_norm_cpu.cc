@@ -61,6 +61,17 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   const bool gamma_finite =
       !FastPathNeedsFiniteGamma<T, O>(d) || AllFinite(d, gamma, width);
   const bool stream = job.size.rows * job.p.width * int64_t{sizeof(O)} >= cpu::kStreamMinBytes;
+  // 1/rms of row r+1 is computed before row r is normalised: rows never
+  // overlap (y may be x itself), and the next row's reduction then fills the
+  // wait on this row's sqrt and divides, which matters for narrow rows such
+  // as heads of 128. Same operations, same bits.
+  const auto inv_of = [&](int64_t row) {
+    const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
+    return RowInverseRms(
+        d, width, job.p.eps, [x](auto dd, size_t i) { return LoadF32(dd, x + i); },
+        [x](auto dd, size_t i, size_t n) { return LoadF32Partial(dd, x + i, n); });
+  };
+  InvRms next = row_begin < row_end ? inv_of(row_begin) : InvRms{};
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
     O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
@@ -68,7 +79,8 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
     const auto load_partial = [x](auto dd, size_t i, size_t n) {
       return LoadF32Partial(dd, x + i, n);
     };
-    const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
+    const InvRms inv = next;
+    if (row + 1 < row_end) next = inv_of(row + 1);
     WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
       NormalizeRow<T, W, O, kCastThenScale, decltype(may_be_nan)::value>(
           d, width, inv, gamma, job.p.weight_offset, y, stream, load, load_partial);
