@@ -18,11 +18,23 @@ HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {
 
+// Stores a whole vector as O; `native`: g_native_bf16, read once per call.
+template <typename O, class D>
+HWY_INLINE void StoreVector(D d, hn::Vec<D> v, O* p, bool native) {
+  if constexpr (std::is_same_v<O, BF16>) {
+    StoreF32As(d, v, p, native);
+  } else {
+    (void)native;
+    StoreF32As(d, v, p);
+  }
+}
+
 // out[i] = a*c - b*s, out[i + half] = b*c + a*s over i < half, where
 // a = h[i], b = h[i + half]; h[i] for rotary_dim <= i < width is stored as is.
 template <typename O, class D>
 HWY_INLINE void RotateHead(D d, size_t width, size_t rotary_dim, const float* HWY_RESTRICT h,
-                           const float* HWY_RESTRICT cos, const float* HWY_RESTRICT sin, O* out) {
+                           const float* HWY_RESTRICT cos, const float* HWY_RESTRICT sin, O* out,
+                           bool native) {
   constexpr size_t N = hn::MaxLanes(d);
   const size_t half = rotary_dim / 2;
   const auto rotate = [&](size_t i, size_t n) {
@@ -34,8 +46,8 @@ HWY_INLINE void RotateHead(D d, size_t width, size_t rotary_dim, const float* HW
     const auto lo = hn::Sub(hn::Mul(a, c), hn::Mul(b, s));
     const auto hi = hn::Add(hn::Mul(b, c), hn::Mul(a, s));
     if (full) {
-      StoreF32As(d, lo, out + i);
-      StoreF32As(d, hi, out + half + i);
+      StoreVector(d, lo, out + i, native);
+      StoreVector(d, hi, out + half + i, native);
     } else {
       StoreF32AsPartial(d, lo, out + i, n);
       StoreF32AsPartial(d, hi, out + half + i, n);
@@ -45,7 +57,9 @@ HWY_INLINE void RotateHead(D d, size_t width, size_t rotary_dim, const float* HW
   for (; i + N <= half; i += N) rotate(i, N);
   if (i < half) rotate(i, half - i);
   // The pass-through dims: already rounded to O, stored exactly.
-  for (i = rotary_dim; i + N <= width; i += N) StoreF32As(d, hn::LoadU(d, h + i), out + i);
+  for (i = rotary_dim; i + N <= width; i += N) {
+    StoreVector(d, hn::LoadU(d, h + i), out + i, native);
+  }
   if (i < width) StoreF32AsPartial(d, LoadF32Partial(d, h + i, width - i), out + i, width - i);
 }
 
@@ -66,6 +80,7 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
     heap_scratch.resize(width);
     scratch = heap_scratch.data();
   }
+  const bool native_bf16 = g_native_bf16;  // read once, not after every store
   // Non-finite gammas send every head to the NaN-safe path.
   const bool q_gamma_finite = job.num_q_heads == 0 || AllFinite(d, q_gamma, width);
   const bool k_gamma_finite = job.num_k_heads == 0 || AllFinite(d, k_gamma, width);
@@ -109,19 +124,25 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
         });
         continue;
       }
-      ForEachNormVector<T, W, kCastThenScale>(
-          d, width, inv, gamma, job.p.weight_offset, load, load_partial,
-          [scratch](auto dd, size_t i, size_t n, auto v) {
-            const auto r = RoundTo<O>(dd, v);
-            if (n == N) {
-              hn::StoreU(r, dd, scratch + i);
-            } else {
-              HWY_ALIGN float buf[N];
-              hn::Store(r, dd, buf);
-              for (size_t k = 0; k < n; ++k) scratch[i + k] = buf[k];
-            }
-          });
-      RotateHead(d, width, rotary_dim, scratch, cos, sin, y);
+      // The normalised head, rounded to O as QkNorm alone would store it,
+      // goes to the scratch row; then the rotation reads it.
+      const bool gamma_finite = head < job.num_q_heads ? q_gamma_finite : k_gamma_finite;
+      WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+        constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
+        ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
+            d, 0, width, inv, gamma, job.p.weight_offset, load, load_partial,
+            [scratch](auto dd, size_t i, size_t n, auto v) {
+              const auto r = RoundTo<O, kMayBeNaN>(dd, v);
+              if (n == N) {
+                hn::StoreU(r, dd, scratch + i);
+              } else {
+                HWY_ALIGN float buf[N];
+                hn::Store(r, dd, buf);
+                for (size_t k = 0; k < n; ++k) scratch[i + k] = buf[k];
+              }
+            });
+      });
+      RotateHead(d, width, rotary_dim, scratch, cos, sin, y, native_bf16);
     }
   }
 }
