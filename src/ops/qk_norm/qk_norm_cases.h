@@ -15,8 +15,9 @@ namespace glmnorm::cases {
 inline std::vector<NormDTypes> QkNormDTypes() { return CommonNormDTypes(/*single_to_f32=*/true); }
 
 // GLM-4.5's layout, a small one, an odd head_dim, and no k heads.
+// 1100: a head wider than the kernel's 1024-wide float32 copy of the gammas.
 inline constexpr QkHeads kQkNormTestHeads[] = {
-    kGlm45Heads, {4, 2, 2, 128}, {3, 1, 2, 7}, {2, 0, 1, 64}};
+    kGlm45Heads, {4, 2, 2, 128}, {3, 1, 2, 7}, {2, 0, 1, 64}, {1, 1, 1, 1100}};
 
 // Bytes one in-place call moves: the q and k heads read and written (v is
 // not touched), the gammas read once; the RoPE tables stay in cache.

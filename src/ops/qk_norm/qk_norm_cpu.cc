@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "hwy/highway.h"
 #include "ops/qk_norm/qk_norm_job.h"
@@ -30,17 +29,20 @@ HWY_INLINE void StoreVector(D d, hn::Vec<D> v, O* p, bool native) {
 }
 
 // out[i] = a*c - b*s, out[i + half] = b*c + a*s over i < half, where
-// a = h[i], b = h[i + half]; h[i] for rotary_dim <= i < width is stored as is.
-template <typename O, class D>
-HWY_INLINE void RotateHead(D d, size_t width, size_t rotary_dim, const float* HWY_RESTRICT h,
+// a = h(i), b = h(i + half) are the normalised values as QkNorm alone would
+// store them: normed(i, n) gives the n values from i (lanes >= n
+// meaningless). Each pair is read before it is written, so out may be the
+// head's input (in place).
+template <typename O, class D, class Normed>
+HWY_INLINE void RotateHead(D d, size_t rotary_dim, const Normed& normed,
                            const float* HWY_RESTRICT cos, const float* HWY_RESTRICT sin, O* out,
                            bool native) {
   constexpr size_t N = hn::MaxLanes(d);
   const size_t half = rotary_dim / 2;
   const auto rotate = [&](size_t i, size_t n) {
     const bool full = n == N;
-    const auto a = full ? hn::LoadU(d, h + i) : LoadF32Partial(d, h + i, n);
-    const auto b = full ? hn::LoadU(d, h + half + i) : LoadF32Partial(d, h + half + i, n);
+    const auto a = normed(i, n);
+    const auto b = normed(half + i, n);
     const auto c = full ? hn::LoadU(d, cos + i) : LoadF32Partial(d, cos + i, n);
     const auto s = full ? hn::LoadU(d, sin + i) : LoadF32Partial(d, sin + i, n);
     const auto lo = hn::Sub(hn::Mul(a, c), hn::Mul(b, s));
@@ -56,30 +58,15 @@ HWY_INLINE void RotateHead(D d, size_t width, size_t rotary_dim, const float* HW
   size_t i = 0;
   for (; i + N <= half; i += N) rotate(i, N);
   if (i < half) rotate(i, half - i);
-  // The pass-through dims: already rounded to O, stored exactly.
-  for (i = rotary_dim; i + N <= width; i += N) {
-    StoreVector(d, hn::LoadU(d, h + i), out + i, native);
-  }
-  if (i < width) StoreF32AsPartial(d, LoadF32Partial(d, h + i, width - i), out + i, width - i);
 }
 
 template <typename T, typename W, typename O, bool kCastThenScale>
 void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
                           const W* HWY_RESTRICT k_gamma, int64_t row_begin, int64_t row_end) {
   const hn::ScalableTag<float> d;
-  constexpr size_t N = hn::MaxLanes(d);
   const size_t width = static_cast<size_t>(job.p.width);
   const size_t rotary_dim = static_cast<size_t>(job.rotary_dim);
   const int64_t heads = job.num_q_heads + job.num_k_heads;
-  // Scratch for the normalised head (RoPE only): on the stack for usual
-  // head dims, else on the heap.
-  HWY_ALIGN float stack_scratch[1024];
-  std::vector<float> heap_scratch;
-  float* scratch = stack_scratch;
-  if (rotary_dim > 0 && width > 1024) {
-    heap_scratch.resize(width);
-    scratch = heap_scratch.data();
-  }
   const bool native_bf16 = g_native_bf16;  // read once, not after every store
   // Non-finite gammas send every head to the NaN-safe path.
   const bool q_gamma_finite = job.num_q_heads == 0 || AllFinite(d, q_gamma, width);
@@ -124,25 +111,24 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
         });
         continue;
       }
-      // The normalised head, rounded to O as QkNorm alone would store it,
-      // goes to the scratch row; then the rotation reads it.
+      // The rotated dims pair by pair, from the normalised values computed
+      // one vector at a time (the same operations as a whole-row pass); the
+      // pass-through dims as QkNorm alone stores them. No scratch row.
       const bool gamma_finite = head < job.num_q_heads ? q_gamma_finite : k_gamma_finite;
       WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
         constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
+        const auto normed = [&](size_t i, size_t n) {
+          hn::Vec<decltype(d)> value = hn::Zero(d);
+          ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
+              d, i, i + n, inv, gamma, job.p.weight_offset, load, load_partial,
+              [&](auto dd, size_t, size_t, auto v) { value = RoundTo<O, kMayBeNaN>(dd, v); });
+          return value;
+        };
+        RotateHead(d, rotary_dim, normed, cos, sin, y, native_bf16);
         ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
-            d, 0, width, inv, gamma, job.p.weight_offset, load, load_partial,
-            [scratch](auto dd, size_t i, size_t n, auto v) {
-              const auto r = RoundTo<O, kMayBeNaN>(dd, v);
-              if (n == N) {
-                hn::StoreU(r, dd, scratch + i);
-              } else {
-                HWY_ALIGN float buf[N];
-                hn::Store(r, dd, buf);
-                for (size_t k = 0; k < n; ++k) scratch[i + k] = buf[k];
-              }
-            });
+            d, rotary_dim, width, inv, gamma, job.p.weight_offset, load, load_partial,
+            StoreSink<O, kMayBeNaN>{y});
       });
-      RotateHead(d, width, rotary_dim, scratch, cos, sin, y, native_bf16);
     }
   }
 }
