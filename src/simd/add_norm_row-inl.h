@@ -34,17 +34,67 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
   const bool rounded = job.normalize_rounded_sum;
   const bool gamma_finite =
       !FastPathNeedsFiniteGamma<R, O>(d) || AllFinite(d, gamma, width);
+  const bool native_bf16 = g_native_bf16;  // read once, not after every store
   for (int64_t row = row_begin; row < row_end; ++row) {
     R* res = static_cast<R*>(job.residual) + job.residual_rows.Offset(row);
     const Dl* del = static_cast<const Dl*>(job.delta) + job.delta_rows.Offset(row);
+    if (rounded) {
+      // The norm reads the rounded sum, which is what residual must hold:
+      // the first pass stores it (and reads it back, exactly, for the sum of
+      // squares), and every later pass reads residual alone. Each index is
+      // read before it is written; y (which may be delta) is written only in
+      // the second pass. The same values as the general path below, fewer
+      // instructions.
+      const auto sum_store = [=](auto dd, size_t i) {
+        const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
+        StoreF32AsWith(dd, s, res + i, native_bf16);
+        if constexpr (std::is_same_v<R, float>) {
+          return s;
+        } else {
+          return LoadF32(dd, res + i);  // R(s), widened
+        }
+      };
+      const auto sum_store_partial = [=](auto dd, size_t i, size_t n) {
+        const auto s = hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
+        StoreF32AsPartial(dd, s, res + i, n);
+        return LoadF32Partial(dd, res + i, n);
+      };
+      const auto h_load = [=](auto dd, size_t i) { return LoadF32(dd, res + i); };
+      const auto h_load_partial = [=](auto dd, size_t i, size_t n) {
+        return LoadF32Partial(dd, res + i, n);
+      };
+      // RowInverseRms, with the rescaling path reading the stored sum.
+      const float sum_sq = CanonicalSumOfSquares(d, width, sum_store, sum_store_partial);
+      const InvRms inv =
+          HWY_UNLIKELY(NeedsRescale(sum_sq, width, job.p.eps))
+              ? RescaledInverseRms(d, width, sum_sq, job.p.eps, h_load, h_load_partial)
+              : InvRms{InverseRms(sum_sq, width, job.p.eps), 1.0f, std::isfinite(sum_sq)};
+      if constexpr (kQuant == 0) {
+        O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
+        WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+          constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
+          ForEachNormVectorSpan<R, W, kCastThenScale, kMayBeNaN>(
+              d, 0, width, inv, gamma, job.p.weight_offset, h_load, h_load_partial,
+              StoreSink<O, kMayBeNaN>{y, native_bf16});
+        });
+      } else {
+        uint8_t* q = static_cast<uint8_t*>(job.y) + job.y_rows.Offset(row);
+        WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+          QuantizeRow<R, W, O, kCastThenScale, kQuant == 2, decltype(may_be_nan)::value>(
+              d, width, inv, gamma, job.p.weight_offset, job.quant, row, q, h_load,
+              h_load_partial, h_load, h_load_partial);
+        });
+      }
+      continue;
+    }
+    // The float32 sum is normalised: every pass recomputes it from residual
+    // and delta, and the second stores residual = R(sum) on the way.
     // The values the norm reads (no side effects).
     const auto load = [=](auto dd, size_t i) {
-      const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
-      return rounded ? RoundTo<R>(dd, s) : s;
+      return hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
     };
     const auto load_partial = [=](auto dd, size_t i, size_t n) {
-      const auto s = hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
-      return rounded ? RoundTo<R>(dd, s) : s;
+      return hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
     };
     // The same values, storing residual = R(s) on the way (y, which may be
     // delta, is stored after this, at the same index). kMayBeNaN as in
@@ -54,13 +104,13 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
       return [=](auto dd, size_t i) {
         const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
         StoreF32As<kMayBeNaN>(dd, s, res + i);
-        return rounded ? RoundTo<R, kMayBeNaN>(dd, s) : s;
+        return s;
       };
     };
     const auto store_load_partial = [=](auto dd, size_t i, size_t n) {
       const auto s = hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
       StoreF32AsPartial(dd, s, res + i, n);
-      return rounded ? RoundTo<R>(dd, s) : s;
+      return s;
     };
     const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
     if constexpr (kQuant == 0) {

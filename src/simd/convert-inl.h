@@ -239,6 +239,18 @@ HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, F16* p) {
   }
 }
 
+// StoreF32As for any storage type, with g_native_bf16 as read once by the
+// caller (`native`, used for bf16 only).
+template <bool kMayBeNaN = true, bool kStream = false, class D, typename O>
+HWY_INLINE void StoreF32AsWith(D d, hn::Vec<D> v, O* p, bool native) {
+  if constexpr (std::is_same_v<O, BF16>) {
+    StoreF32As<kMayBeNaN, kStream>(d, v, p, native);
+  } else {
+    (void)native;
+    StoreF32As<kMayBeNaN, kStream>(d, v, p);
+  }
+}
+
 // Stores the first n < Lanes(d) lanes.
 template <class D, typename T>
 HWY_INLINE void StoreF32AsPartial(D d, hn::Vec<D> v, T* p, size_t n) {

@@ -148,11 +148,7 @@ struct StoreSink {
   template <class D>
   HWY_INLINE void operator()(D d, size_t i, size_t n, hn::Vec<D> v) const {
     if (n == hn::MaxLanes(d)) {
-      if constexpr (std::is_same_v<O, BF16>) {
-        StoreF32As<kMayBeNaN, kStream>(d, v, y + i, native_bf16);
-      } else {
-        StoreF32As<kMayBeNaN, kStream>(d, v, y + i);
-      }
+      StoreF32AsWith<kMayBeNaN, kStream>(d, v, y + i, native_bf16);
     } else {
       StoreF32AsPartial(d, v, y + i, n);
     }

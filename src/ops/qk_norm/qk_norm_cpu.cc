@@ -17,17 +17,6 @@ HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {
 
-// Stores a whole vector as O; `native`: g_native_bf16, read once per call.
-template <typename O, class D>
-HWY_INLINE void StoreVector(D d, hn::Vec<D> v, O* p, bool native) {
-  if constexpr (std::is_same_v<O, BF16>) {
-    StoreF32As(d, v, p, native);
-  } else {
-    (void)native;
-    StoreF32As(d, v, p);
-  }
-}
-
 // out[i] = a*c - b*s, out[i + half] = b*c + a*s over i < half, where
 // a = h(i), b = h(i + half) are the normalised values as QkNorm alone would
 // store them: normed(i, n) gives the n values from i (lanes >= n
@@ -48,8 +37,8 @@ HWY_INLINE void RotateHead(D d, size_t rotary_dim, const Normed& normed,
     const auto lo = hn::Sub(hn::Mul(a, c), hn::Mul(b, s));
     const auto hi = hn::Add(hn::Mul(b, c), hn::Mul(a, s));
     if (full) {
-      StoreVector(d, lo, out + i, native);
-      StoreVector(d, hi, out + half + i, native);
+      StoreF32AsWith(d, lo, out + i, native);
+      StoreF32AsWith(d, hi, out + half + i, native);
     } else {
       StoreF32AsPartial(d, lo, out + i, n);
       StoreF32AsPartial(d, hi, out + half + i, n);
