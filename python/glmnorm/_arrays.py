@@ -102,6 +102,8 @@ def desc(a, name, writable=False):
     """The descriptor of array `a` (numpy ndarray or torch tensor)."""
     if isinstance(a, np.ndarray):
         return _numpy_desc(a, name, writable)
+    if _torch is None:
+        _load_torch()
     return _torch_desc(a, name, writable)
 
 
