@@ -111,14 +111,25 @@ for _schema in _SCHEMAS.values():
 
 
 def _load_cpp_kernels():
-    """Loads libglmnorm_torch (the C++ CPU kernels) when it was built; returns whether."""
-    import glob
+    """Loads libglmnorm_torch (the C++ CPU kernels) when it was built, for this torch
+    version; returns whether. GLMNORM_TORCH_PYTHON_KERNELS=1 forces the Python kernels."""
     import os
+    import warnings
     here = os.path.dirname(os.path.abspath(__file__))
-    found = sorted(glob.glob(os.path.join(here, "libglmnorm_torch*.so")))
-    if not found or os.environ.get("GLMNORM_TORCH_PYTHON_KERNELS") == "1":
+    lib = os.path.join(here, "libglmnorm_torch.so")
+    if not os.path.exists(lib) or os.environ.get("GLMNORM_TORCH_PYTHON_KERNELS") == "1":
         return False
-    torch.ops.load_library(found[0])
+    try:
+        with open(lib[:-3] + ".torch_version") as f:
+            built_for = f.read().strip()
+    except OSError:
+        built_for = "unknown"
+    if built_for != torch.__version__:
+        warnings.warn(f"glmnorm: libglmnorm_torch was built for torch {built_for}, this is "
+                      f"torch {torch.__version__}; using the slower Python kernels (rebuild "
+                      "glmnorm to get the C++ ones)", RuntimeWarning, stacklevel=3)
+        return False
+    torch.ops.load_library(lib)
     return True
 
 
