@@ -20,6 +20,8 @@ PyTorch users: ``glmnorm.torch`` registers the same functions as ``torch.ops.glm
 (torch.compile keeps them) and patches Transformers' GLM-4.5 models.
 """
 
+from collections import namedtuple as _namedtuple
+
 from . import _arrays
 from ._arrays import BF16, F8E4M3, F16, F32, I8
 from ._glmnorm import Checkpoint as _Checkpoint
@@ -272,29 +274,14 @@ def num_threads():
     return _ext.num_threads()
 
 
-class NormInfo(tuple):
-    """One expected norm of a checkpoint (a named tuple).
+NormInfo = _namedtuple("NormInfo", ["name", "role", "layer", "expected_width", "present",
+                                     "shard", "dtype", "shape", "usable"])
+NormInfo.__doc__ = """One expected norm of a checkpoint.
 
-    name ("model.layers.3.self_attn.q_norm.weight"), role ("input_layernorm",
-    "post_attention_layernorm", "q_norm", "k_norm", "final_norm", "mtp_enorm", "mtp_hnorm",
-    "mtp_shared_head_norm"), layer (-1 for model.norm), expected_width, present, shard,
-    dtype (safetensors name, "BF16"), shape, usable (passed every check)."""
-
-    __slots__ = ()
-    _fields = ("name", "role", "layer", "expected_width", "present", "shard", "dtype",
-               "shape", "usable")
-
-    def __new__(cls, values):
-        return tuple.__new__(cls, values)
-
-    def __getattr__(self, field):
-        try:
-            return self[NormInfo._fields.index(field)]
-        except ValueError:
-            raise AttributeError(field) from None
-
-    def __repr__(self):
-        return "NormInfo(" + ", ".join(f"{f}={v!r}" for f, v in zip(self._fields, self)) + ")"
+name ("model.layers.3.self_attn.q_norm.weight"), role ("input_layernorm",
+"post_attention_layernorm", "q_norm", "k_norm", "final_norm", "mtp_enorm", "mtp_hnorm",
+"mtp_shared_head_norm"), layer (-1 for model.norm), expected_width, present, shard,
+dtype (safetensors name, "BF16"), shape (as stored), usable (passed every check)."""
 
 
 class Checkpoint:
@@ -317,7 +304,7 @@ class Checkpoint:
         self.use_qk_norm = self._c.use_qk_norm
         self.problems = list(self._c.problems)
         self.mapped_shards = list(self._c.mapped_shards)
-        self.norms = [NormInfo(n) for n in self._c.norms()]
+        self.norms = [NormInfo(*n) for n in self._c.norms()]
 
     @property
     def sound(self):

@@ -132,6 +132,8 @@ def code_of(dtype):
         if dtype in aliases:
             return aliases[dtype]
         raise TypeError(f"unknown dtype name {dtype!r}")
+    if _torch is None and type(dtype).__module__.startswith("torch"):
+        _load_torch()
     if _torch is not None and dtype in _TORCH_CODES:
         return _TORCH_CODES[dtype]
     try:
