@@ -16,6 +16,7 @@ ratio.
 
 import argparse
 import copy
+import warnings
 import os
 import statistics
 import sys
@@ -51,17 +52,23 @@ def build(name):
     return model.to(torch.bfloat16), cfg.vocab_size
 
 
-def time_forward(fn, ids, min_time):
+def time_pair(fa, fb, ids, min_time):
+    """Median ms of fa(ids) and fb(ids), timed alternately (so both see the same machine
+    load), after warm-up calls that also absorb any recompilation."""
     with torch.inference_mode():
-        for _ in range(3):
-            fn(ids)
-        times = []
+        for _ in range(5):
+            fa(ids)
+            fb(ids)
+        ta, tb = [], []
         start = time.perf_counter()
-        while time.perf_counter() - start < min_time or len(times) < 5:
+        while time.perf_counter() - start < min_time or len(ta) < 7:
             t = time.perf_counter()
-            fn(ids)
-            times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+            fa(ids)
+            ta.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            fb(ids)
+            tb.append(time.perf_counter() - t)
+    return statistics.median(ta) * 1e3, statistics.median(tb) * 1e3
 
 
 def main():
@@ -75,6 +82,7 @@ def main():
 
     import glmnorm
     import glmnorm.torch as gt
+    warnings.filterwarnings("ignore", category=UserWarning)
     torch.set_num_threads(args.threads)
     glmnorm.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} threads, glmnorm.torch kernels: "
@@ -89,11 +97,10 @@ def main():
             modes = [("eager", model, patched)]
             if not args.no_compile:
                 torch._dynamo.reset()
-                modes.append(("compiled", torch.compile(model, fullgraph=True),
-                              torch.compile(patched, fullgraph=True)))
+                modes.append(("compiled", torch.compile(model, fullgraph=True, dynamic=False),
+                              torch.compile(patched, fullgraph=True, dynamic=False)))
             for mode, a, b in modes:
-                ta = time_forward(a, ids, args.min_time)
-                tb = time_forward(b, ids, args.min_time)
+                ta, tb = time_pair(a, b, ids, args.min_time)
                 print(f"{name:6s} {tokens:6d} {mode:8s} {ta:13.3f} {tb:11.3f} {tb / ta:6.2f}",
                       flush=True)
 

@@ -254,3 +254,26 @@ def test_patched_model_compiles_fullgraph(tiny_bf16):
         eager = patched(ids).logits
         compiled = torch.compile(patched, fullgraph=True)(ids).logits
     torch.testing.assert_close(compiled.float(), eager.float(), rtol=0.1, atol=0.1)
+
+
+def test_torch_ops_from_several_threads(gen):
+    """4 Python threads calling the torch op at once give the serial results."""
+    import threading
+    xs = [rows(gen, (32, 5120), torch.bfloat16) for _ in range(4)]
+    w = gammas(gen, 5120, torch.bfloat16)
+    serial = [OPS.rms_norm(x, w) for x in xs]
+    got = [None] * 4
+    barrier = threading.Barrier(4)
+
+    def work(i):
+        barrier.wait()
+        with torch.inference_mode():
+            for _ in range(20):
+                got[i] = OPS.rms_norm(xs[i], w)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(torch.equal(bits(a), bits(b)) for a, b in zip(got, serial))
