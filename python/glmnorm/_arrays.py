@@ -58,6 +58,10 @@ def _torch_desc(a, name, writable):
                         "bfloat16, float16; int8 / float8_e4m3fn outputs; int64 positions)")
     if a.dim() > 4:
         raise ValueError(f"{name}: rank must be at most 4, got {a.dim()}")
+    if a.requires_grad and _torch.is_grad_enabled():
+        raise RuntimeError(f"{name}: requires grad; glmnorm's functions do not record "
+                           "autograd (and the backward is not implemented yet): use "
+                           "torch.no_grad(), or glmnorm.torch's ops, which say so at backward")
     return (a.data_ptr(), code, a.shape, a.stride())
 
 

@@ -25,7 +25,7 @@ def reference(x, w, eps=EPS):
 
 
 @pytest.mark.parametrize("width", [128, 4096, 5120])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
 def test_matches_transformers_torch(gen, width, dtype):
     x = rows(gen, (3, 7, width), dtype)
     w = gammas(gen, width, dtype)
@@ -43,7 +43,7 @@ def test_mixed_dtypes_follow_pytorch_promotion(gen):
     assert_conforms(y, reference(x, w), weight=w)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
 def test_numpy_inputs_give_numpy_outputs_with_the_same_bits(gen, dtype):
     x = rows(gen, (6, 4096), dtype)
     w = gammas(gen, 4096, dtype)

@@ -23,7 +23,7 @@ def _opcheck(op, args, kwargs=None):
     assert all(v == "SUCCESS" for v in result.values()), result
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
 def test_opcheck_norms(gen, dtype):
     x = rows(gen, (3, 5, 256), dtype)
     w = gammas(gen, 256, dtype)
@@ -48,7 +48,7 @@ def test_opcheck_qk_norm(gen):
         _opcheck(op, (qkv.clone(), qw, kw, nq, nk, nv, hd, 1e-5, "cast-then-scale", 0.0) + rope)
 
 
-@pytest.mark.parametrize("qdtype", [torch.float8_e4m3fn, torch.int8])
+@pytest.mark.parametrize("qdtype", [torch.float8_e4m3fn, torch.int8], ids=["e4m3", "i8"])
 def test_opcheck_quant(gen, qdtype):
     x = rows(gen, (4, 128), torch.bfloat16)
     w = gammas(gen, 128, torch.bfloat16)
@@ -140,8 +140,11 @@ def test_gradients_are_refused_clearly(gen):
         m(x).sum().backward()
     with pytest.raises(RuntimeError, match="not implemented yet"):
         gt.add_rms_norm(x.detach().clone(), x, w)
+    with pytest.raises(RuntimeError, match="requires grad"):
+        glmnorm.rms_norm(x, w)  # the plain function would silently drop the graph
     with torch.no_grad():  # forward-only use works
         assert m(x).shape == x.shape
+        assert glmnorm.rms_norm(x, w).shape == x.shape
 
 
 def test_rms_norm_module_loads_a_glm4moe_state_dict(gen):
