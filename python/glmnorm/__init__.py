@@ -258,15 +258,22 @@ def add_rms_norm_quant(residual, delta, weight, *, dtype="f8e4m3", scale=None,
     return out, scales
 
 
+# Setters of the thread count of other loaded copies of the kernels (glmnorm.torch adds
+# libglmnorm_torch's), so that set_num_threads is one setting.
+_THREAD_HOOKS = []
+
+
 def set_num_threads(n):
     """Threads (caller included) of glmnorm's own pool; n >= 1 (ValueError otherwise).
     Default: the hardware concurrency. Inputs under 512 KiB always run on the calling
-    thread. Independent of torch.set_num_threads."""
+    thread. Applies to the torch ops too; independent of torch.set_num_threads."""
     if not isinstance(n, int) or isinstance(n, bool):
         raise TypeError(f"set_num_threads: n must be an int, got {type(n).__name__}")
     if n < 1:
         raise ValueError(f"set_num_threads: n must be >= 1, got {n}")
     _ext.set_num_threads(n)
+    for hook in _THREAD_HOOKS:  # other copies of the kernels (glmnorm.torch's C++ library)
+        hook(n)
 
 
 def num_threads():

@@ -130,7 +130,28 @@ def _load_cpp_kernels():
                       "glmnorm to get the C++ ones)", RuntimeWarning, stacklevel=3)
         return False
     torch.ops.load_library(lib)
+    _share_thread_count(lib)
     return True
+
+
+def _share_thread_count(lib):
+    """libglmnorm_torch has its own copy of the kernels' thread pool: make
+    glmnorm.set_num_threads set it too, and give it the current count now."""
+    import ctypes
+    import glmnorm
+    handle = ctypes.CDLL(lib)  # the library torch just loaded (same handle)
+    setter, getter = handle.GlmnormTorchSetNumThreads, handle.GlmnormTorchNumThreads
+    setter.argtypes, setter.restype, getter.restype = [ctypes.c_int], ctypes.c_int, ctypes.c_int
+    glmnorm._THREAD_HOOKS.append(setter)
+    global _cpp_num_threads
+    _cpp_num_threads = getter
+    if getter() != glmnorm.num_threads():
+        setter(glmnorm.num_threads())
+
+
+def _cpp_num_threads():
+    """Threads of libglmnorm_torch's pool (tests); None with the Python kernels."""
+    return None
 
 
 # --- Python CPU kernels (used only without libglmnorm_torch) -----------------------------

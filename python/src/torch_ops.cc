@@ -277,6 +277,23 @@ std::tuple<at::Tensor, at::Tensor> AddRmsNormQuant(
 }  // namespace
 }  // namespace glmnorm_torch
 
+// This library links its own copy of the glmnorm kernels and so has its own
+// thread pool: glmnorm.set_num_threads sets both (through ctypes, from
+// glmnorm/torch.py), so the pool size is one setting for the user.
+extern "C" {
+__attribute__((visibility("default"))) int GlmnormTorchSetNumThreads(int n) {
+  try {
+    glmnorm::SetNumThreads(n);
+    return 0;
+  } catch (const glmnorm::Error&) {
+    return 1;
+  }
+}
+__attribute__((visibility("default"))) int GlmnormTorchNumThreads() {
+  return glmnorm::NumThreads();
+}
+}  // extern "C"
+
 TORCH_LIBRARY_IMPL(glmnorm, CPU, m) {
   m.impl("rms_norm", &glmnorm_torch::RmsNorm);
   m.impl("add_rms_norm", &glmnorm_torch::AddRmsNorm);
