@@ -29,8 +29,8 @@ the same ops get Python CPU kernels calling the extension: same results, slower 
 ``glmnorm.torch.BACKEND`` says which ("cpp" or "python").
 
 Autograd: not yet. The backward kernels come with the backward issue; until then every op
-raises a RuntimeError saying so when a gradient is requested. They will be registered in
-``_register_autograd`` below (the one place to change).
+raises a RuntimeError saying so when called with inputs that require grad in grad mode.
+They will be registered in ``_register_autograd`` below (the one place to change).
 """
 
 import torch
@@ -285,36 +285,39 @@ def _(residual, delta, weight, dtype, scale=None, *args, **kwargs):
 
 # --- autograd ---------------------------------------------------------------------------
 
+_NO_BACKWARD = ("glmnorm: the backward of torch.ops.glmnorm.{} is not implemented yet "
+                "(forward only; the backward kernels come with the backward issue). Run under "
+                "torch.no_grad() / torch.inference_mode(), or detach the inputs.")
+
+
 def _register_autograd():
-    """THE place where the backward kernels will be registered (one
-    torch.library.register_autograd per op). Until then a gradient request raises."""
+    """THE place where the backward kernels will be registered, for both kernel sets.
 
-    def no_backward(op_name):
-        def backward(ctx, *grads):
-            raise RuntimeError(
-                f"glmnorm: the backward of torch.ops.glmnorm.{op_name} is not implemented "
-                "yet (forward only; the backward kernels come with the backward issue). "
-                "Use Transformers' Glm4MoeRMSNorm for training, or run under "
-                "torch.no_grad() / torch.inference_mode().")
-        return backward
+    Until then every op refuses, at the call, inputs that require grad while grad mode is
+    on (PyTorch's default for an op without autograd would warn and silently produce no
+    gradient). With libglmnorm_torch that Autograd kernel is C++ (RefuseGrad in
+    python/src/torch_ops.cc: no Python frame on calls outside inference_mode); with the
+    Python kernels it is the Python function below. The backward issue replaces both with
+    torch.library.register_autograd per op (and drops RefuseGrad)."""
+    if BACKEND == "cpp":
+        return
 
-    for name in ("rms_norm", "qk_norm", "rms_norm_quant"):
-        torch.library.register_autograd(f"glmnorm::{name}", no_backward(name))
-    # The mutating ops (add_rms_norm, qk_norm_, add_rms_norm_quant) cannot take an
-    # autograd formula through torch.library; PyTorch raises at backward time for them
-    # ("... does not have autograd kernel ..."); the Python wrappers below refuse inputs
-    # that require grad first, with the message above.
+    def refuse(name):
+        op = getattr(torch.ops.glmnorm, name).default
+
+        def kernel(*args, **kwargs):
+            if torch.is_grad_enabled() and any(
+                    isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+                raise RuntimeError(_NO_BACKWARD.format(name))
+            with torch._C._AutoDispatchBelowAutograd():
+                return op(*args, **kwargs)
+        return kernel
+
+    for name in _SCHEMAS:
+        _lib.impl(name, refuse(name), "Autograd")
 
 
 _register_autograd()
-
-
-def _check_no_grad(op_name, *tensors):
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
-        raise RuntimeError(
-            f"glmnorm: the backward of torch.ops.glmnorm.{op_name} is not implemented yet "
-            "(forward only; the backward kernels come with the backward issue). Run under "
-            "torch.no_grad() / torch.inference_mode(), or detach the inputs.")
 
 
 # --- Python entry points (thin wrappers over torch.ops.glmnorm) -------------------------
@@ -327,7 +330,6 @@ def rms_norm(x, weight, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0)
 def add_rms_norm(residual, delta, weight, eps=1e-5, rounding="cast-then-scale",
                  weight_offset=0.0, normalize_rounded_sum=True):
     """torch.ops.glmnorm.add_rms_norm: residual += delta in place; returns the norm."""
-    _check_no_grad("add_rms_norm", residual, delta, weight)
     return torch.ops.glmnorm.add_rms_norm(residual, delta, weight, eps, rounding,
                                           weight_offset, normalize_rounded_sum)
 
@@ -337,7 +339,6 @@ def qk_norm_(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, hea
              sin=None, positions=None):
     """torch.ops.glmnorm.qk_norm_: QK-norm (+ RoPE) of a fused QKV tensor in place; v
     untouched. Returns qkv."""
-    _check_no_grad("qk_norm_", qkv, q_weight, k_weight)
     torch.ops.glmnorm.qk_norm_(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads,
                                head_dim, eps, rounding, weight_offset, rotary_dim, cos, sin,
                                positions)
@@ -364,7 +365,6 @@ def add_rms_norm_quant(residual, delta, weight, dtype=torch.float8_e4m3fn, scale
                        eps=1e-5, rounding="cast-then-scale", weight_offset=0.0,
                        normalize_rounded_sum=True):
     """torch.ops.glmnorm.add_rms_norm_quant: residual += delta in place; (q, scales)."""
-    _check_no_grad("add_rms_norm_quant", residual, delta, weight)
     return torch.ops.glmnorm.add_rms_norm_quant(residual, delta, weight, dtype, scale, eps,
                                                 rounding, weight_offset,
                                                 normalize_rounded_sum)

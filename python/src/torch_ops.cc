@@ -11,7 +11,9 @@
 // Errors: glmnorm::Error becomes c10::ValueError (Python ValueError), or
 // c10::TypeError (TypeError) when the message is about a dtype.
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -274,6 +276,30 @@ std::tuple<at::Tensor, at::Tensor> AddRmsNormQuant(
   return {q, scales};
 }
 
+// The Autograd kernel of every op, until the backward kernels exist: refuses
+// (RuntimeError, at the call) when grad mode is on and an input requires
+// grad, instead of PyTorch's default for ops without autograd (a warning and
+// silently no gradient); otherwise passes the call on below autograd. In C++
+// so that calls outside inference_mode pay no Python frame (a Python autograd
+// registration cost ~5 us a call). The backward issue replaces this.
+void RefuseGrad(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                torch::jit::Stack* stack) {
+  if (c10::GradMode::is_enabled()) {
+    const std::string& qualified = op.schema().name();  // "glmnorm::rms_norm"
+    const std::string name = qualified.substr(qualified.find("::") + 2);
+    const size_t n = op.schema().arguments().size();
+    for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+      const c10::IValue& v = (*stack)[i];
+      TORCH_CHECK(!(v.isTensor() && v.toTensor().requires_grad()),
+                  "glmnorm: the backward of torch.ops.glmnorm.", name,
+                  " is not implemented yet (forward only; the backward kernels come with the "
+                  "backward issue). Run under torch.no_grad() / torch.inference_mode(), or "
+                  "detach the inputs.");
+    }
+  }
+  op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+}
+
 }  // namespace
 }  // namespace glmnorm_torch
 
@@ -301,4 +327,11 @@ TORCH_LIBRARY_IMPL(glmnorm, CPU, m) {
   m.impl("qk_norm", &glmnorm_torch::QkNorm);
   m.impl("rms_norm_quant", &glmnorm_torch::RmsNormQuant);
   m.impl("add_rms_norm_quant", &glmnorm_torch::AddRmsNormQuant);
+}
+
+TORCH_LIBRARY_IMPL(glmnorm, Autograd, m) {
+  for (const char* name : {"rms_norm", "add_rms_norm", "qk_norm_", "qk_norm", "rms_norm_quant",
+                           "add_rms_norm_quant"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&glmnorm_torch::RefuseGrad>());
+  }
 }
