@@ -23,8 +23,8 @@ functions of the same name in ``glmnorm`` (docs/SPEC.md); ``rounding`` is
 Registration: the schemas, fake kernels and autograd are registered here (torch.library);
 the CPU kernels come from the C++ library ``libglmnorm_torch`` (TORCH_LIBRARY_IMPL, built
 next to the extension when torch is present at build time): a call goes from the dispatcher
-straight to C++, ~2.8 us over the kernel alone on a 1 x 5120 bf16 row, against ~11.8 us for
-a Python ``custom_op`` (docs/PYTHON.md). Without that library (glmnorm built without torch)
+straight to C++, 2.5-4.2 us over the kernel alone on a 1 x 5120 bf16 row, against ~11.6 us
+for a Python ``custom_op`` (docs/PYTHON.md). Without that library (glmnorm built without torch)
 the same ops get Python CPU kernels calling the extension: same results, slower calls;
 ``glmnorm.torch.BACKEND`` says which ("cpp" or "python").
 
