@@ -21,8 +21,11 @@ BIN := build/release/tools/glmnorm
 #   libcli11-dev        argument parsing of the glmnorm tool
 #   nlohmann-json3-dev  safetensors headers, shard index, config.json
 #   pkg-config          the install test builds a consumer through glmnorm.pc
+#   python3-dev, python3-venv  the Python package's extension (headers) and the
+#                       cached venvs of the Python tests
 DEB_PACKAGES := cmake ninja-build g++ make libhwy-dev libgtest-dev libgmock-dev \
-                libbenchmark-dev libcli11-dev nlohmann-json3-dev pkg-config
+                libbenchmark-dev libcli11-dev nlohmann-json3-dev pkg-config \
+                python3-dev python3-venv
 
 # The Python packages of the safetensors parity test (ctest safetensors_parity).
 # scripts/python_env.sh keeps their venv outside the clone, in
