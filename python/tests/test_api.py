@@ -7,21 +7,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeRMSNorm
 
 import glmnorm
-from conftest import (TINY_GLM45, assert_conforms, bits, from_numpy, gammas, rows, to_numpy,
-                      ulp_f32)
+from conftest import (TINY_GLM45, assert_conforms, bits, from_numpy, gammas, reference, rows,
+                      to_numpy, ulp_bf16, ulp_f32)
 
 EPS = 1e-5
-
-
-def reference(x, w, eps=EPS):
-    """Transformers' Glm4MoeRMSNorm.forward with gamma w (the live reference)."""
-    m = Glm4MoeRMSNorm(w.shape[0], eps=eps)
-    with torch.no_grad():
-        m.weight = torch.nn.Parameter(w.clone(), requires_grad=False)
-        return m(x)
 
 
 @pytest.mark.parametrize("width", [128, 4096, 5120])
@@ -32,7 +23,7 @@ def test_matches_transformers_torch(gen, width, dtype):
     y = glmnorm.rms_norm(x, w)
     ref = reference(x, w)
     assert isinstance(y, torch.Tensor)
-    assert_conforms(y, ref, weight=w)
+    assert_conforms(y, ref, x, w)
 
 
 def test_mixed_dtypes_follow_pytorch_promotion(gen):
@@ -40,7 +31,7 @@ def test_mixed_dtypes_follow_pytorch_promotion(gen):
     w = gammas(gen, 512, torch.float32)
     y = glmnorm.rms_norm(x, w)
     assert y.dtype == torch.float32
-    assert_conforms(y, reference(x, w), weight=w)
+    assert_conforms(y, reference(x, w), x, w)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
@@ -61,9 +52,11 @@ def test_single_rounding_matches_f_rms_norm_order(gen):
     xf = x.float()
     r = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)
     expect = (xf * r * w.float()).to(torch.bfloat16)
-    diff = (y.float() - expect.float()).abs() / expect.float().abs().clamp_min(1e-30)
     assert y.dtype == torch.bfloat16
-    assert float(diff.max()) <= 2.0**-8, "single rounding: within 1 bf16 ulp of float32 maths"
+    # 1 ulp: PyTorch's float32 r may differ in its last bits (summation order).
+    assert int(ulp_bf16(y, expect).max()) <= 1, "single rounding: within 1 bf16 ulp"
+    # and it is not the two-rounding order (they differ in about a quarter of outputs).
+    assert not torch.equal(bits(y), bits(glmnorm.rms_norm(x, w)))
 
 
 def test_weight_offset_is_gemma_style(gen):
@@ -77,7 +70,7 @@ def test_weight_offset_is_gemma_style(gen):
 def test_out_aliases_and_in_place(gen):
     x = rows(gen, (4, 5120), torch.bfloat16)
     w = gammas(gen, 5120, torch.bfloat16)
-    assert_conforms(glmnorm.rms_norm(x, w), reference(x, w), weight=w)
+    assert_conforms(glmnorm.rms_norm(x, w), reference(x, w), x, w)
     expect = glmnorm.rms_norm(x, w)
     out = torch.empty_like(x)
     assert glmnorm.rms_norm(x, w, out=out) is out
@@ -98,9 +91,10 @@ def test_strided_rows_are_not_copied(gen):
     before = buf.clone()
     x = buf[::2, 100:100 + 4096]
     w = gammas(gen, 4096, torch.float32)
-    expect = reference(x.clone(), w)
+    x_in = x.clone()
+    expect = reference(x_in, w)
     glmnorm.rms_norm(x, w, out=x)
-    assert_conforms(x, expect, weight=w)
+    assert_conforms(x, expect, x_in, w)
     untouched = torch.ones_like(buf, dtype=torch.bool)
     untouched[::2, 100:100 + 4096] = False
     assert torch.equal(bits(buf[untouched]), bits(before[untouched]))
@@ -114,7 +108,7 @@ def test_add_rms_norm_is_the_decoder_step(gen):
     expect = reference(expect_residual, w)
     y = glmnorm.add_rms_norm(residual, delta, w)
     assert torch.equal(bits(residual), bits(expect_residual)), "residual updated in place"
-    assert_conforms(y, expect, weight=w)
+    assert_conforms(y, expect, expect_residual, w)
     # y into delta (in place), numpy.
     r2 = to_numpy(rows(gen, (5, 5120), torch.bfloat16))
     d2 = to_numpy(rows(gen, (5, 5120), torch.bfloat16))
@@ -122,7 +116,7 @@ def test_add_rms_norm_is_the_decoder_step(gen):
     out = glmnorm.add_rms_norm(r2, d2, to_numpy(w), out=d2)
     assert out is d2
     assert torch.equal(bits(from_numpy(r2)), bits(sum_expect))
-    assert_conforms(from_numpy(d2), reference(sum_expect, w), weight=w)
+    assert_conforms(from_numpy(d2), reference(sum_expect, w), sum_expect, w)
 
 
 def _qk_reference(qkv, nq, nk, hd, qw, kw):
@@ -141,7 +135,8 @@ def test_qk_norm_in_place_on_a_fused_qkv_view(gen, kind):
     before = buf.clone()
     qkv = buf[:, 32:32 + width]
     qw, kw = gammas(gen, hd, torch.bfloat16), gammas(gen, hd, torch.bfloat16)
-    q_ref, k_ref = _qk_reference(qkv.clone(), nq, nk, hd, qw, kw)
+    qkv_in = qkv.clone()
+    q_ref, k_ref = _qk_reference(qkv_in, nq, nk, hd, qw, kw)
     if kind == "torch":
         out = glmnorm.qk_norm(qkv, qw, kw, num_q_heads=nq, num_k_heads=nk, num_v_heads=nv,
                               head_dim=hd, out=qkv)
@@ -151,9 +146,10 @@ def test_qk_norm_in_place_on_a_fused_qkv_view(gen, kind):
         out = glmnorm.qk_norm(view, to_numpy(qw), to_numpy(kw), num_q_heads=nq,
                               num_k_heads=nk, num_v_heads=nv, head_dim=hd, out=view)
         assert out is view and np.shares_memory(view, to_numpy(buf))
-    assert_conforms(qkv[:, :nq * hd].reshape(t, nq, hd), q_ref.reshape(t, nq, hd), "q", qw)
+    assert_conforms(qkv[:, :nq * hd].reshape(t, nq, hd), q_ref.reshape(t, nq, hd),
+                    qkv_in[:, :nq * hd].reshape(t, nq, hd), qw, what="q")
     assert_conforms(qkv[:, nq * hd:(nq + nk) * hd].reshape(t, nk, hd), k_ref.reshape(t, nk, hd),
-                    "k", kw)
+                    qkv_in[:, nq * hd:(nq + nk) * hd].reshape(t, nk, hd), kw, what="k")
     assert torch.equal(bits(qkv[:, (nq + nk) * hd:]), bits(before[:, 32 + (nq + nk) * hd:
                                                                    32 + width])), "v untouched"
     assert torch.equal(bits(buf[:, :32]), bits(before[:, :32]))
@@ -175,9 +171,11 @@ def test_qk_norm_with_partial_rope(gen):
     q_ref, k_ref = _qk_reference(qkv, nq, nk, hd, qw, kw)
     plain = glmnorm.qk_norm(qkv, qw, kw, num_q_heads=nq, num_k_heads=nk, num_v_heads=nv,
                             head_dim=hd)
-    assert_conforms(plain[:, :nq * hd].reshape(t, nq, hd), q_ref.reshape(t, nq, hd), "q", qw)
+    assert_conforms(plain[:, :nq * hd].reshape(t, nq, hd), q_ref.reshape(t, nq, hd),
+                    qkv[:, :nq * hd].reshape(t, nq, hd), qw, what="q")
     assert_conforms(plain[:, nq * hd:(nq + nk) * hd].reshape(t, nk, hd),
-                    k_ref.reshape(t, nk, hd), "k", kw)
+                    k_ref.reshape(t, nk, hd), qkv[:, nq * hd:(nq + nk) * hd].reshape(t, nk, hd),
+                    kw, what="k")
     q_ref, k_ref = plain[:, :nq * hd], plain[:, nq * hd:(nq + nk) * hd]
     c, s = cos[positions].unsqueeze(1), sin[positions].unsqueeze(1)
 
