@@ -63,6 +63,14 @@ def ulp_f32(a, b):
     return int((ordered(a) - ordered(b)).abs().max()) if a.numel() else 0
 
 
+def ulp_vs_exact(a, exact):
+    """Max distance of float32 tensor a from float64 values, in float32 ulps of the values."""
+    e32 = exact.float().abs()
+    ulp = (torch.nextafter(e32, torch.tensor(float("inf"))) - e32).double()
+    ulp = torch.where(ulp > 0, ulp, torch.finfo(torch.float32).tiny)
+    return float(((a.double() - exact).abs() / ulp).max()) if a.numel() else 0.0
+
+
 def to_numpy(t):
     """A numpy view of a torch CPU tensor (bf16 as ml_dtypes.bfloat16), zero-copy."""
     import ml_dtypes
@@ -107,14 +115,21 @@ MIDPOINT_TOLERANCE = 2.0**-20
 def assert_conforms(y, ref, x, weight, eps=1e-5, what="output"):
     """glmnorm's promise against Transformers, checked on the input x that produced y / ref.
 
-    f32 x: outputs within 4 ulp. bf16 / f16 x: the intermediate T(x * r) of the two agree
+    f32 x: within 4 ulp of the float64 oracle and 8 of Transformers. bf16 / f16 x: the intermediate T(x * r) of the two agree
     except where the exact x * r (float64) lies within MIDPOINT_TOLERANCE of the rounding
     midpoint between them (the documented order-of-summation case: 1 ulp, then scaled by
     gamma); wherever the intermediates agree, the outputs are bit-identical. Returns the
     number of midpoint elements (printed when non-zero)."""
     assert y.dtype == ref.dtype and y.shape == ref.shape
     if x.dtype == torch.float32:
-        assert ulp_f32(y, ref) <= 4, f"{what}: f32 within 4 ulp of Transformers"
+        # SPEC.md §2: within 4 ulp of the float64 oracle. Transformers' float32 is itself up
+        # to ~3 ulp from it, so the two may differ by more than 4 (a live run found 5 at
+        # width 4096, seed 102): between them, 8.
+        x64 = x.double()
+        eps32 = float(torch.tensor(eps, dtype=torch.float32))
+        exact = weight.double() * (x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps32))
+        assert ulp_vs_exact(y, exact) <= 4, f"{what}: f32 within 4 ulp of the float64 oracle"
+        assert ulp_f32(y, ref) <= 8, f"{what}: f32 within 8 ulp of Transformers"
         return 0
     import glmnorm
     ones = torch.ones(x.shape[-1], dtype=x.dtype)
