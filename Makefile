@@ -7,7 +7,8 @@
 #               under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench  the full benchmark (all kernels, longer sampling)
 #   make fuzz   build the libFuzzer targets with clang and run each a while
-#   make pyenv  create the cached Python venv of the parity test (needs pip's network)
+#   make pyenv  create the cached Python venvs of the parity test and of the
+#               Python package's tests (needs pip's network; torch is ~5 GB)
 
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
@@ -20,13 +21,23 @@ BIN := build/release/tools/glmnorm
 #   libcli11-dev        argument parsing of the glmnorm tool
 #   nlohmann-json3-dev  safetensors headers, shard index, config.json
 #   pkg-config          the install test builds a consumer through glmnorm.pc
+#   python3-dev, python3-venv  the Python package's extension (headers) and the
+#                       cached venvs of the Python tests
 DEB_PACKAGES := cmake ninja-build g++ make libhwy-dev libgtest-dev libgmock-dev \
-                libbenchmark-dev libcli11-dev nlohmann-json3-dev pkg-config
+                libbenchmark-dev libcli11-dev nlohmann-json3-dev pkg-config \
+                python3-dev python3-venv
 
 # The Python packages of the safetensors parity test (ctest safetensors_parity).
 # scripts/python_env.sh keeps their venv outside the clone, in
 # ~/.cache/glmnorm/venv-<hash of the file>, shared by clones and worktrees.
 PARITY_REQUIREMENTS := tests/requirements-parity.txt
+# The Python package (python/, issue 10): its build tools and test packages.
+# When their venv exists, the release build also builds the extension with
+# that python and ctest runs the pytest suite (python_pytest); without it the
+# C++ tests still run and python_pytest FAILS with the reason.
+PY_REQUIREMENTS := python/requirements.txt
+PY_VENV = $(shell bash scripts/python_env.sh --no-install $(PY_REQUIREMENTS) 2>/dev/null)
+PY_CMAKE_ARGS = $(if $(PY_VENV),-DGLMNORM_PYTHON=ON -DPython_EXECUTABLE=$(PY_VENV)/bin/python,-DGLMNORM_PYTHON=OFF)
 
 .PHONY: deps build demo test test-release test-asan bench fuzz clean pyenv pyenv-or-warn
 
@@ -41,7 +52,7 @@ deps:
 	fi
 
 build: deps
-	cmake --preset release
+	cmake --preset release $(PY_CMAKE_ARGS)
 	cmake --build --preset release -j $(JOBS)
 
 demo: deps
@@ -49,17 +60,22 @@ demo: deps
 
 pyenv:
 	@bash scripts/python_env.sh $(PARITY_REQUIREMENTS)
+	@bash scripts/python_env.sh $(PY_REQUIREMENTS)
 
-# For the test targets: without the venv (no network for pip) the C++ tests
-# must still run; ctest then reports safetensors_parity as FAILED with the
-# reason (or as not run with GLMNORM_SKIP_PYTHON=1), so say so here too.
+# For the test targets: without the venvs (no network for pip) the C++ tests
+# must still run; ctest then reports safetensors_parity and python_pytest as
+# FAILED with the reason (or as not run with GLMNORM_SKIP_PYTHON=1), so say
+# so here too.
 pyenv-or-warn:
 	@if [ "$${GLMNORM_SKIP_PYTHON:-0}" != 1 ]; then \
 	  bash scripts/python_env.sh $(PARITY_REQUIREMENTS) >/dev/null || \
 	  echo "*** make pyenv failed: the Python parity test will FAIL (GLMNORM_SKIP_PYTHON=1 skips it)" >&2; \
+	  bash scripts/python_env.sh $(PY_REQUIREMENTS) >/dev/null || \
+	  echo "*** make pyenv failed for $(PY_REQUIREMENTS): the Python package is not built and its tests (python_pytest) will FAIL (GLMNORM_SKIP_PYTHON=1 skips them)" >&2; \
 	fi
 
-test-release: build pyenv-or-warn
+# pyenv-or-warn first: the release build builds the Python package when its venv exists.
+test-release: deps pyenv-or-warn build
 	ctest --preset release -j $(JOBS)
 
 test-asan: deps pyenv-or-warn

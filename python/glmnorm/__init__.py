@@ -1,0 +1,337 @@
+"""glmnorm: GLM-4.5's RMSNorm on the CPU, bit-exact with Transformers' Glm4MoeRMSNorm.
+
+    y = weight * x / sqrt(mean(x^2) + eps)     over the last axis, float32 accumulation
+
+Every function takes numpy arrays (bf16 and fp8-e4m3 through ``ml_dtypes``), torch CPU
+tensors, or any object speaking DLPack or the buffer protocol (read as numpy), and returns
+outputs of the kind of its main input. Inputs are never copied: the kernels read and write
+the caller's memory through its strides (the last axis must be contiguous, strides >= 0).
+The GIL is released while a kernel runs, so Python threads can call at once.
+
+Semantics: docs/SPEC.md. The default op order (``rounding="cast-then-scale"``) is
+Transformers' ``Glm4MoeRMSNorm.forward``: ``weight * (x * rsqrt(mean(x^2) + eps)).to(x.dtype)``
+(two roundings in bf16); ``rounding="single"`` rounds once (FlashInfer, ``F.rms_norm``).
+
+Errors: ``ValueError`` for bad shapes, strides, values (eps < 0, overlapping outputs...),
+``TypeError`` for unsupported dtypes and kinds of object; the message is the C++ library's
+(it names the function and the argument). Nothing is written when an error is raised.
+
+PyTorch users: ``glmnorm.torch`` registers the same functions as ``torch.ops.glmnorm.*``
+(torch.compile keeps them) and patches Transformers' GLM-4.5 models.
+"""
+
+from collections import namedtuple as _namedtuple
+
+from . import _arrays
+from ._arrays import BF16, F8E4M3, F16, F32, I8
+from ._glmnorm import Checkpoint as _Checkpoint
+from . import _glmnorm as _ext
+
+__all__ = ["rms_norm", "add_rms_norm", "qk_norm", "rms_norm_quant", "add_rms_norm_quant",
+           "set_num_threads", "num_threads", "Checkpoint", "NormInfo", "GLM_RMS_NORM_EPS"]
+__version__ = "0.1.0"
+
+#: rms_norm_eps of GLM-4.5 and GLM-4.5-Air (config.json).
+GLM_RMS_NORM_EPS = 1e-5
+
+_ROUNDING = {"cast-then-scale": 0, "single": 1}
+_desc = _arrays.desc
+_as_array = _arrays.as_array
+
+
+def _rounding(rounding):
+    try:
+        return _ROUNDING[rounding]
+    except (KeyError, TypeError):
+        raise ValueError(f"rounding must be 'cast-then-scale' or 'single', got {rounding!r}"
+                         ) from None
+
+
+def _promote(w, t):
+    return t if w == t else F32
+
+
+def rms_norm(x, weight, *, eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale",
+             weight_offset=0.0, out=None):
+    """RMSNorm over the last axis of ``x``; returns ``out`` (a new array when None).
+
+    Args:
+      x: [..., D] (rank 1 to 4), float32 / bfloat16 / float16.
+      weight: [D] gamma, float32 / bfloat16 / float16.
+      eps: added inside the square root; finite and >= 0 (GLM-4.5: 1e-5).
+      rounding: "cast-then-scale" (Transformers' order: y = W * T(x*r)) or "single" (one
+        rounding: y = Out(x*r*W)).
+      weight_offset: added to the weight in float32 (1.0 for Gemma-style 1 + gamma).
+      out: [..., D] output; may be ``x`` itself (in place). When None a new array of x's kind
+        is returned with dtype promote(weight, x) ("cast-then-scale": equal dtypes stay, a mix
+        gives float32, as in PyTorch) or x's dtype ("single").
+
+    Raises:
+      ValueError: shapes / strides / eps / weight_offset / overlapping out (message from C++).
+      TypeError: unsupported dtypes or objects.
+    """
+    x = _as_array(x, "x")
+    weight = _as_array(weight, "weight")
+    mode = _rounding(rounding)
+    if out is None:
+        xc = _arrays.dtype_code(x)
+        code = xc if mode else _promote(_arrays.dtype_code(weight), xc)
+        if code < 0 or code > F16:
+            code = F32  # the C++ call below reports the bad dtype of x
+        out = _arrays.empty_like(x, x.shape, code)
+    else:
+        out = _as_array(out, "out")
+    _ext.rms_norm(_desc(x, "x"), _desc(weight, "weight"), _desc(out, "out", True),
+                  eps, mode, weight_offset)
+    return out
+
+
+def add_rms_norm(residual, delta, weight, *, eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale",
+                 weight_offset=0.0, normalize_rounded_sum=True, out=None):
+    """Fused residual add and RMSNorm: ``residual += delta`` IN PLACE, then returns the norm.
+
+        residual <- R(residual + delta)   (float32 add, one rounding to residual's dtype R)
+        y        <- rms_norm(residual)    (same options as rms_norm)
+
+    This is the pre-norm decoder step ``hidden = residual + attn_out; residual = hidden;
+    hidden = post_attention_layernorm(hidden)`` of Transformers' Glm4MoeDecoderLayer in one
+    pass over memory, with identical bits.
+
+    Args:
+      residual: [..., D] float32 / bfloat16 / float16, updated in place (must be writable).
+      delta: same shape; residual's dtype, or bf16 / f16 with a float32 residual.
+      weight: [D] float32 or delta's dtype.
+      normalize_rounded_sum: True (Transformers) normalises the rounded sum; False the float32
+        sum before rounding (FlashInfer, vLLM CPU).
+      out: [..., D]; may be ``delta`` (in place), never ``residual``. None: a new array,
+        dtype promote(weight, residual) ("cast-then-scale") or delta's dtype ("single").
+
+    Raises:
+      ValueError, TypeError: as rms_norm; nothing is written (residual unchanged) on error.
+    """
+    residual = _as_array(residual, "residual")
+    delta = _as_array(delta, "delta")
+    weight = _as_array(weight, "weight")
+    mode = _rounding(rounding)
+    if out is None:
+        code = (_arrays.dtype_code(delta) if mode else
+                _promote(_arrays.dtype_code(weight), _arrays.dtype_code(residual)))
+        if code < 0 or code > F16:
+            code = F32
+        out = _arrays.empty_like(residual, residual.shape, code)
+    else:
+        out = _as_array(out, "out")
+    _ext.add_rms_norm(_desc(residual, "residual", True), _desc(delta, "delta"),
+                      _desc(weight, "weight"), _desc(out, "out", True), eps, mode,
+                      weight_offset, normalize_rounded_sum)
+    return out
+
+
+def _rows_2d(d, name):
+    """Descriptor of a [..., W] array as 2-D [rows, W] when its leading dims compose."""
+    addr, code, shape, strides = d
+    if len(shape) == 2:
+        return d
+    if len(shape) == 1:
+        return (addr, code, (1, shape[0]), (shape[0], 1))
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    lead = [(n, st) for n, st in zip(shape[:-1], strides[:-1]) if n != 1]
+    for (n, st), (n_next, st_next) in zip(lead, lead[1:]):
+        if st != st_next * n_next:
+            raise ValueError(f"{name}: the leading dims of shape {tuple(shape)} with strides "
+                             f"{tuple(strides)} do not form rows of one stride")
+    row_stride = lead[-1][1] if lead else shape[-1]
+    return (addr, code, (rows, shape[-1]), (row_stride, 1))
+
+
+def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, head_dim,
+            eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale", weight_offset=0.0,
+            rotary_dim=0, cos=None, sin=None, positions=None, out=None):
+    """QK-norm of a fused QKV buffer, optionally fused with GLM's partial RoPE.
+
+    ``qkv`` is [..., (num_q_heads + num_k_heads + num_v_heads) * head_dim] (any row stride, the
+    heads contiguous inside a row: a slice of a larger buffer works). Each q head is normalised
+    with ``q_weight`` and each k head with ``k_weight`` (both [head_dim]); v is neither read
+    nor written. Semantics: Transformers' Glm4MoeAttention applies q_norm / k_norm
+    (Glm4MoeRMSNorm over head_dim) and then apply_rotary_pos_emb with partial_rotary_factor
+    0.5 (docs/SPEC.md §4.3-4.4).
+
+    RoPE (rotary_dim > 0, even, <= head_dim; GLM-4.5: head_dim / 2): rotate-half over the
+    first rotary_dim dims of each normalised head, in float32, rounded once. ``cos``, ``sin``:
+    float32 [positions, rotary_dim / 2]; ``positions``: int64 [tokens] rows of the tables
+    (None: token t uses row t).
+
+    Args:
+      out: same shape and dtype family as qkv; ``out=qkv`` normalises in place (the usual
+        call: only the q and k columns are written). None: a new array, a copy of qkv
+        (so v is carried over) normalised in place.
+
+    Returns: ``out``.
+    Raises: ValueError (heads, strides, tables, a position out of range), TypeError (dtypes).
+    """
+    qkv = _as_array(qkv, "qkv")
+    if out is None:
+        if _arrays.is_torch(qkv):
+            out = qkv.clone()
+        else:
+            out = qkv.copy()
+        qkv_in = out
+    else:
+        qkv_in = qkv
+        out = _as_array(out, "out")
+    din = _rows_2d(_desc(qkv_in, "qkv"), "qkv")
+    dout = din if out is qkv_in else _rows_2d(_desc(out, "out", True), "out")
+    if out is qkv_in:
+        _desc(out, "out", True)  # checks that it is writable
+    rope = (_arrays.EMPTY, _arrays.EMPTY, _arrays.EMPTY)
+    if rotary_dim:
+        if cos is None or sin is None:
+            raise ValueError("qk_norm: rotary_dim > 0 needs cos and sin tables")
+        rope = (_desc(_as_array(cos, "cos"), "cos"), _desc(_as_array(sin, "sin"), "sin"),
+                _arrays.EMPTY if positions is None else
+                _desc(_as_array(positions, "positions"), "positions"))
+    _ext.qk_norm(din, dout, num_q_heads, num_k_heads, num_v_heads, head_dim,
+                 _desc(_as_array(q_weight, "q_weight"), "q_weight"),
+                 _desc(_as_array(k_weight, "k_weight"), "k_weight"), eps, _rounding(rounding),
+                 weight_offset, rotary_dim, *rope)
+    return out
+
+
+def _quant_out(x, shape, dtype, out, scale, scales):
+    code = _arrays.code_of(dtype)
+    if code not in (I8, F8E4M3):
+        raise TypeError(f"dtype must be int8 or float8_e4m3fn, got {dtype!r}")
+    out = _arrays.empty_like(x, shape, code) if out is None else _as_array(out, "out")
+    if scale is None:
+        if scales is None:
+            rows = 1
+            for s in shape[:-1]:
+                rows *= s
+            scales = _arrays.empty_like(x, (rows,), F32)
+        else:
+            scales = _as_array(scales, "scales")
+        return out, scales, True, 1.0, _desc(scales, "scales", True)
+    return out, None, False, float(scale), _arrays.EMPTY
+
+
+def rms_norm_quant(x, weight, *, dtype="f8e4m3", scale=None, eps=GLM_RMS_NORM_EPS,
+                   rounding="cast-then-scale", weight_offset=0.0, out=None, scales=None):
+    """RMSNorm with a quantised output, for an FP8 or int8 GEMM next.
+
+        q = saturate(RNE(y / scale))   y exactly as rms_norm would store it (docs/DECODER.md)
+
+    Args:
+      x, weight: as rms_norm (weight float32 or x's dtype).
+      dtype: "f8e4m3" (OCP e4m3fn, saturating at +-448) or "int8" (saturating at +-127); also
+        torch / numpy dtypes.
+      scale: a static per-tensor scale (finite, > 0); None: a dynamic scale per row (token),
+        max|finite y| / qmax, written to ``scales``.
+      out: [..., D] int8 / float8_e4m3fn, must not overlap x; None: a new array.
+      scales: float32 [rows] (dynamic only); None: a new array.
+
+    Returns: (q, scales); scales is None with a static scale. Dequantise as q * scale.
+    Raises: ValueError, TypeError as rms_norm.
+    """
+    x = _as_array(x, "x")
+    weight = _as_array(weight, "weight")
+    out, scales, dynamic, s, sd = _quant_out(x, x.shape, dtype, out, scale, scales)
+    _ext.rms_norm_quant(_desc(x, "x"), _desc(weight, "weight"), _desc(out, "out", True),
+                        dynamic, s, sd, eps, _rounding(rounding), weight_offset)
+    return out, scales
+
+
+def add_rms_norm_quant(residual, delta, weight, *, dtype="f8e4m3", scale=None,
+                       eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale", weight_offset=0.0,
+                       normalize_rounded_sum=True, out=None, scales=None):
+    """``residual += delta`` IN PLACE, then rms_norm_quant of the sum (see add_rms_norm and
+    rms_norm_quant). ``out`` must not overlap residual or delta. Returns (q, scales)."""
+    residual = _as_array(residual, "residual")
+    delta = _as_array(delta, "delta")
+    weight = _as_array(weight, "weight")
+    out, scales, dynamic, s, sd = _quant_out(residual, residual.shape, dtype, out, scale,
+                                             scales)
+    _ext.add_rms_norm_quant(_desc(residual, "residual", True), _desc(delta, "delta"),
+                            _desc(weight, "weight"), _desc(out, "out", True), dynamic, s, sd,
+                            eps, _rounding(rounding), weight_offset, normalize_rounded_sum)
+    return out, scales
+
+
+# Setters of the thread count of other loaded copies of the kernels (glmnorm.torch adds
+# libglmnorm_torch's), so that set_num_threads is one setting.
+_THREAD_HOOKS = []
+
+
+def set_num_threads(n):
+    """Threads (caller included) of glmnorm's own pool; n >= 1 (ValueError otherwise).
+    Default: the hardware concurrency. Inputs under 512 KiB always run on the calling
+    thread. Applies to the torch ops too; independent of torch.set_num_threads."""
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"set_num_threads: n must be an int, got {type(n).__name__}")
+    if n < 1:
+        raise ValueError(f"set_num_threads: n must be >= 1, got {n}")
+    _ext.set_num_threads(n)
+    for hook in _THREAD_HOOKS:  # other copies of the kernels (glmnorm.torch's C++ library)
+        hook(n)
+
+
+def num_threads():
+    """Threads of glmnorm's pool (see set_num_threads)."""
+    return _ext.num_threads()
+
+
+NormInfo = _namedtuple("NormInfo", ["name", "role", "layer", "expected_width", "present",
+                                     "shard", "dtype", "shape", "usable"])
+NormInfo.__doc__ = """One expected norm of a checkpoint.
+
+name ("model.layers.3.self_attn.q_norm.weight"), role ("input_layernorm",
+"post_attention_layernorm", "q_norm", "k_norm", "final_norm", "mtp_enorm", "mtp_hnorm",
+"mtp_shared_head_norm"), layer (-1 for model.norm), expected_width, present, shard,
+dtype (safetensors name, "BF16"), shape (as stored), usable (passed every check)."""
+
+
+class Checkpoint:
+    """The RMSNorms of a GLM-4.5 (glm4_moe) checkpoint directory, found and checked.
+
+    Reads config.json and the shard index, maps only the shards holding norms (read-only)
+    and checks every norm (docs/CHECKPOINTS.md). ``gamma(name)`` returns a zero-copy,
+    read-only numpy array into the mapping (bf16 as ml_dtypes.bfloat16) that keeps the
+    mapping alive.
+
+    Raises ValueError (one line: the file and why) when the directory cannot be read.
+    """
+
+    def __init__(self, path):
+        self._c = _Checkpoint(str(path))
+        self.dir = self._c.dir
+        self.model_name = self._c.model_name
+        self.model_type = self._c.model_type
+        self.hidden_size = self._c.hidden_size
+        self.use_qk_norm = self._c.use_qk_norm
+        self.problems = list(self._c.problems)
+        self.mapped_shards = list(self._c.mapped_shards)
+        self.norms = [NormInfo(*n) for n in self._c.norms()]
+
+    @property
+    def sound(self):
+        """True when problems is empty."""
+        return not self.problems
+
+    @property
+    def eps(self):
+        """rms_norm_eps from config.json as float32 (ValueError when absent)."""
+        return self._c.eps()
+
+    def gamma(self, name):
+        """The gamma of norm tensor `name`: read-only numpy [width] (float32, float16 or
+        ml_dtypes.bfloat16), zero-copy. ValueError when it is not a norm of this model or
+        failed its checks."""
+        array, dtype = self._c.gamma(name)
+        if dtype == "bf16":
+            array = array.view(_arrays._NP_DTYPES[BF16])
+        return array
+
+    def __repr__(self):
+        return (f"Checkpoint({self.dir!r}, model={self.model_name!r}, norms={len(self.norms)}, "
+                f"problems={len(self.problems)})")

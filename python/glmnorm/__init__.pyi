@@ -1,0 +1,85 @@
+"""Type stubs of glmnorm (docstrings in __init__.py; semantics in docs/SPEC.md).
+
+Array arguments: numpy arrays (bf16 / fp8-e4m3 through ml_dtypes), torch CPU tensors, or
+objects with __dlpack__ or the buffer protocol. Outputs are of the kind of the main input.
+Shapes: [..., D] means rank 1 to 4 with D the last (contiguous) axis.
+"""
+
+from collections.abc import Sequence
+from os import PathLike
+from typing import Any, Literal, NamedTuple, TypeVar
+
+import numpy as np
+
+ArrayLike = Any  # numpy.ndarray | torch.Tensor | DLPack / buffer-protocol object
+A = TypeVar("A")  # the kind of the main input: numpy.ndarray or torch.Tensor
+Rounding = Literal["cast-then-scale", "single"]
+QuantDtype = Any  # "f8e4m3" | "int8" | torch.int8 | torch.float8_e4m3fn | numpy dtypes
+
+GLM_RMS_NORM_EPS: float
+__version__: str
+
+def rms_norm(x: A, weight: ArrayLike, *, eps: float = 1e-5, rounding: Rounding = ...,
+             weight_offset: float = 0.0, out: A | None = None) -> A:
+    """y = weight * x / sqrt(mean(x^2) + eps) over the last axis; x [..., D] f32/bf16/f16,
+    weight [D]. Raises ValueError (shapes, eps, overlap) / TypeError (dtypes)."""
+
+def add_rms_norm(residual: A, delta: ArrayLike, weight: ArrayLike, *, eps: float = 1e-5,
+                 rounding: Rounding = ..., weight_offset: float = 0.0,
+                 normalize_rounded_sum: bool = True, out: A | None = None) -> A:
+    """residual += delta IN PLACE (rounded to residual's dtype); returns rms_norm(residual)."""
+
+def qk_norm(qkv: A, q_weight: ArrayLike, k_weight: ArrayLike, *, num_q_heads: int,
+            num_k_heads: int, num_v_heads: int, head_dim: int, eps: float = 1e-5,
+            rounding: Rounding = ..., weight_offset: float = 0.0, rotary_dim: int = 0,
+            cos: ArrayLike | None = None, sin: ArrayLike | None = None,
+            positions: ArrayLike | None = None, out: A | None = None) -> A:
+    """QK-norm (+ partial RoPE) of a fused QKV [..., (nq + nk + nv) * head_dim]; out=qkv:
+    in place, v untouched."""
+
+def rms_norm_quant(x: A, weight: ArrayLike, *, dtype: QuantDtype = "f8e4m3",
+                   scale: float | None = None, eps: float = 1e-5, rounding: Rounding = ...,
+                   weight_offset: float = 0.0, out: A | None = None,
+                   scales: A | None = None) -> tuple[A, A | None]:
+    """(q, scales): q int8 / e4m3fn [..., D]; scales f32 [rows] (dynamic) or None (static)."""
+
+def add_rms_norm_quant(residual: A, delta: ArrayLike, weight: ArrayLike, *,
+                       dtype: QuantDtype = "f8e4m3", scale: float | None = None,
+                       eps: float = 1e-5, rounding: Rounding = ..., weight_offset: float = 0.0,
+                       normalize_rounded_sum: bool = True, out: A | None = None,
+                       scales: A | None = None) -> tuple[A, A | None]:
+    """residual += delta IN PLACE; then rms_norm_quant of the sum."""
+
+def set_num_threads(n: int) -> None:
+    """Threads of glmnorm's pool (caller included), n >= 1 (ValueError otherwise)."""
+
+def num_threads() -> int: ...
+
+class NormInfo(NamedTuple):
+    name: str
+    role: str
+    layer: int
+    expected_width: int
+    present: bool
+    shard: str
+    dtype: str
+    shape: list[int]
+    usable: bool
+
+class Checkpoint:
+    """The norms of a GLM-4.5 checkpoint directory (ValueError when unreadable)."""
+    dir: str
+    model_name: str
+    model_type: str
+    hidden_size: int
+    use_qk_norm: bool
+    problems: list[str]
+    mapped_shards: list[str]
+    norms: list[NormInfo]
+    def __init__(self, path: str | PathLike[str]) -> None: ...
+    @property
+    def sound(self) -> bool: ...
+    @property
+    def eps(self) -> float: ...
+    def gamma(self, name: str) -> np.ndarray:
+        """Read-only, zero-copy [width] array (float32 / float16 / ml_dtypes.bfloat16)."""

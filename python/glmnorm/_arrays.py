@@ -1,0 +1,149 @@
+"""Array plumbing: numpy / torch / buffer / DLPack objects <-> view descriptors.
+
+A descriptor is what the extension takes for every array argument:
+``(address, dtype code, shape, strides in elements)``. Nothing is copied: the
+address is the caller's memory. Outputs are allocated here (numpy or torch,
+the kind of the main input) only when the caller passes no ``out``.
+"""
+
+import numpy as np
+
+try:
+    import ml_dtypes as _ml
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+    _ml = None
+
+# glmnorm::DType codes (include/glmnorm/dtype.h): kF32, kBF16, kF16, kI8,
+# kF8E4M3, kI64.
+F32, BF16, F16, I8, F8E4M3, I64 = range(6)
+NAMES = ("f32", "bf16", "f16", "i8", "f8e4m3", "i64")
+
+_NP_CODES = {np.dtype(np.float32): F32, np.dtype(np.float16): F16,
+             np.dtype(np.int8): I8, np.dtype(np.int64): I64}
+if _ml is not None:
+    _NP_CODES[np.dtype(_ml.bfloat16)] = BF16
+    _NP_CODES[np.dtype(_ml.float8_e4m3fn)] = F8E4M3
+_NP_DTYPES = {code: dt for dt, code in _NP_CODES.items()}
+
+_torch = None  # the torch module once a tensor has been seen
+_TORCH_CODES = {}
+_TORCH_DTYPES = {}
+
+
+def _load_torch():
+    global _torch
+    import torch
+    _TORCH_CODES.update({torch.float32: F32, torch.bfloat16: BF16, torch.float16: F16,
+                         torch.int8: I8, torch.float8_e4m3fn: F8E4M3, torch.int64: I64})
+    _TORCH_DTYPES.update({c: t for t, c in _TORCH_CODES.items()})
+    _torch = torch
+    return torch
+
+
+def is_torch(a):
+    t = type(a)
+    if _torch is None:
+        if not t.__module__.startswith("torch"):
+            return False
+        _load_torch()
+    return isinstance(a, _torch.Tensor)
+
+
+def _torch_desc(a, name, writable):
+    if a.device.type != "cpu":
+        raise ValueError(f"{name}: glmnorm runs on the CPU; got a tensor on {a.device}")
+    code = _TORCH_CODES.get(a.dtype)
+    if code is None:
+        raise TypeError(f"{name}: unsupported dtype {a.dtype} (glmnorm takes float32, "
+                        "bfloat16, float16; int8 / float8_e4m3fn outputs; int64 positions)")
+    if a.dim() > 4:
+        raise ValueError(f"{name}: rank must be at most 4, got {a.dim()}")
+    if a.requires_grad and _torch.is_grad_enabled():
+        raise RuntimeError(f"{name}: requires grad; glmnorm's functions do not record "
+                           "autograd (and the backward is not implemented yet): use "
+                           "torch.no_grad(), or glmnorm.torch's ops, which say so at backward")
+    return (a.data_ptr(), code, a.shape, a.stride())
+
+
+def _numpy_desc(a, name, writable):
+    code = _NP_CODES.get(a.dtype)
+    if code is None:
+        raise TypeError(f"{name}: unsupported dtype {a.dtype} (glmnorm takes float32, "
+                        "ml_dtypes.bfloat16, float16; int8 / ml_dtypes.float8_e4m3fn "
+                        "outputs; int64 positions)")
+    if writable and not a.flags.writeable:
+        raise ValueError(f"{name}: the array is read-only and glmnorm writes to it")
+    if a.ndim > 4:
+        raise ValueError(f"{name}: rank must be at most 4, got {a.ndim}")
+    item = a.itemsize
+    strides = []
+    for s in a.strides:
+        if s % item:
+            raise ValueError(f"{name}: strides must be whole elements, got {a.strides} bytes")
+        strides.append(s // item)
+    return (a.__array_interface__["data"][0], code, a.shape, strides)
+
+
+def as_array(a, name):
+    """numpy or torch view of `a` (zero-copy); other kinds through DLPack or
+    the buffer protocol, as numpy."""
+    if isinstance(a, np.ndarray) or is_torch(a):
+        return a
+    if hasattr(a, "__dlpack__"):
+        try:
+            return np.from_dlpack(a)
+        except (TypeError, BufferError, RuntimeError) as e:
+            raise TypeError(f"{name}: cannot read it through DLPack: {e}") from None
+    try:
+        return np.asarray(memoryview(a))
+    except TypeError:
+        raise TypeError(f"{name}: expected a numpy array, a torch CPU tensor, or an object "
+                        f"with __dlpack__ or the buffer protocol; got {type(a).__name__}"
+                        ) from None
+
+
+def desc(a, name, writable=False):
+    """The descriptor of array `a` (numpy ndarray or torch tensor)."""
+    if isinstance(a, np.ndarray):
+        return _numpy_desc(a, name, writable)
+    if _torch is None:
+        _load_torch()
+    return _torch_desc(a, name, writable)
+
+
+EMPTY = (0, F32, (), ())
+
+
+def dtype_code(a):
+    if isinstance(a, np.ndarray):
+        return _NP_CODES.get(a.dtype, -1)
+    return _TORCH_CODES.get(a.dtype, -1)
+
+
+def empty_like(a, shape, code):
+    """A new contiguous array of the kind of `a` (numpy or torch)."""
+    if isinstance(a, np.ndarray):
+        return np.empty(shape, _NP_DTYPES[code])
+    return _torch.empty(shape, dtype=_TORCH_DTYPES[code])
+
+
+def code_of(dtype):
+    """Dtype code of a numpy dtype, torch dtype or name ('bf16', 'int8'...)."""
+    aliases = {"f32": F32, "float32": F32, "bf16": BF16, "bfloat16": BF16, "f16": F16,
+               "float16": F16, "i8": I8, "int8": I8, "f8e4m3": F8E4M3, "e4m3": F8E4M3,
+               "float8_e4m3fn": F8E4M3, "fp8": F8E4M3}
+    if isinstance(dtype, str):
+        if dtype in aliases:
+            return aliases[dtype]
+        raise TypeError(f"unknown dtype name {dtype!r}")
+    if _torch is None and type(dtype).__module__.startswith("torch"):
+        _load_torch()
+    if _torch is not None and dtype in _TORCH_CODES:
+        return _TORCH_CODES[dtype]
+    try:
+        code = _NP_CODES.get(np.dtype(dtype))
+    except TypeError:
+        code = None
+    if code is None:
+        raise TypeError(f"unsupported dtype {dtype!r}")
+    return code

@@ -1,0 +1,39 @@
+"""Stubs of the nanobind extension (internal; use the glmnorm package).
+
+Desc: (address, dtype code, shape, strides in elements); dtype codes are glmnorm::DType's:
+0 f32, 1 bf16, 2 f16, 3 i8, 4 f8e4m3, 5 i64.
+"""
+
+from collections.abc import Sequence
+
+Desc = tuple[int, int, Sequence[int], Sequence[int]]
+
+def rms_norm(x: Desc, gamma: Desc, y: Desc, eps: float, rounding: int,
+             weight_offset: float) -> None: ...
+def add_rms_norm(residual: Desc, delta: Desc, gamma: Desc, y: Desc, eps: float, rounding: int,
+                 weight_offset: float, normalize_rounded_sum: bool) -> None: ...
+def qk_norm(qkv_in: Desc, qkv_out: Desc, num_q_heads: int, num_k_heads: int, num_v_heads: int,
+            head_dim: int, q_gamma: Desc, k_gamma: Desc, eps: float, rounding: int,
+            weight_offset: float, rotary_dim: int, cos: Desc, sin: Desc,
+            positions: Desc) -> None: ...
+def rms_norm_quant(x: Desc, gamma: Desc, q: Desc, dynamic: bool, scale: float, scales: Desc,
+                   eps: float, rounding: int, weight_offset: float) -> None: ...
+def add_rms_norm_quant(residual: Desc, delta: Desc, gamma: Desc, q: Desc, dynamic: bool,
+                       scale: float, scales: Desc, eps: float, rounding: int,
+                       weight_offset: float, normalize_rounded_sum: bool) -> None: ...
+def set_num_threads(n: int) -> None: ...
+def num_threads() -> int: ...
+def dtype_names() -> list[str]: ...
+
+class Checkpoint:
+    def __init__(self, dir: str) -> None: ...
+    dir: str
+    model_name: str
+    model_type: str
+    hidden_size: int
+    use_qk_norm: bool
+    problems: list[str]
+    mapped_shards: list[str]
+    def eps(self) -> float: ...
+    def norms(self) -> list[tuple]: ...
+    def gamma(self, name: str) -> tuple: ...
