@@ -7,6 +7,8 @@
 #               under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench  the full benchmark (all kernels, longer sampling)
 #   make fuzz   build the libFuzzer targets with clang and run each a while
+#   make compare  glmnorm against PyTorch, Transformers, torch.compile and ONNX
+#               Runtime on GLM-4.5 shapes, in one run (bench/compare_peers.py)
 #   make pyenv  create the cached Python venvs of the parity test and of the
 #               Python package's tests (needs pip's network; torch is ~5 GB)
 
@@ -39,7 +41,7 @@ PY_REQUIREMENTS := python/requirements.txt
 PY_VENV = $(shell bash scripts/python_env.sh --no-install $(PY_REQUIREMENTS) 2>/dev/null)
 PY_CMAKE_ARGS = $(if $(PY_VENV),-DGLMNORM_PYTHON=ON -DPython_EXECUTABLE=$(PY_VENV)/bin/python,-DGLMNORM_PYTHON=OFF)
 
-.PHONY: deps build demo test test-release test-asan bench fuzz clean pyenv pyenv-or-warn
+.PHONY: deps build demo test test-release test-asan bench compare fuzz clean pyenv pyenv-or-warn
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -94,6 +96,12 @@ test:
 bench: build
 	$(BIN) bench --min-time 1 --dtype bf16 f16 f32
 	build/release/bench/targets_bench --benchmark_min_time=0.2
+
+# The peers need the Python venv (torch, transformers, onnxruntime) and the
+# extension built with it; COMPARE_ARGS passes options (e.g. --quick).
+compare: pyenv
+	$(MAKE) --no-print-directory build
+	PYTHONPATH=build/release/python $(PY_VENV)/bin/python bench/compare_peers.py $(COMPARE_ARGS)
 
 fuzz: deps
 	@dpkg-query -W -f='$${Status}' clang 2>/dev/null | grep -q "install ok installed" || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang)

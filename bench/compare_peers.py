@@ -23,7 +23,7 @@ a PNG chart (matplotlib) of GB/s per shape.
 
 Run (make compare does this):
   PYTHONPATH=build/release/python $(bash scripts/python_env.sh python/requirements.txt)/bin/python \\
-      bench/compare_peers.py [--quick] [--threads 1 2] [--png docs/compare_peers.png]
+      bench/compare_peers.py [--quick] [--threads 1 2] [--png build/compare_peers.png]
 """
 
 import argparse
@@ -252,7 +252,7 @@ def main():
                     help="tokens 1 and 512, bf16, 0.1 s per measurement")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--no-onnx", action="store_true", help="leave ONNX Runtime out")
-    ap.add_argument("--png", default="bench/compare_peers.png", help="chart file ('' = none)")
+    ap.add_argument("--png", default="build/compare_peers.png", help="chart file ('' = none)")
     ap.add_argument("--json", default="", help="also write the rows as JSON lines here")
     args = ap.parse_args()
     if args.quick:
