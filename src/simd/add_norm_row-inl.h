@@ -62,6 +62,9 @@ void AddNormRows(const Job& job, int64_t row_begin, int64_t row_end) {
     };
     const auto store_load = make_store_load(std::true_type{});
     const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
+    if constexpr (requires { job.rstd; }) {
+      if (job.rstd != nullptr) job.rstd[row * job.rstd_stride] = inv.r * inv.prescale;
+    }
     if constexpr (kQuant == 0) {
       O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
       WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {

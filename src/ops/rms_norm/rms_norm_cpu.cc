@@ -66,6 +66,7 @@ void RmsNormRowsTyped(const RmsNormJob& job, int64_t row_begin, int64_t row_end)
       return LoadF32Partial(dd, x + i, n);
     };
     const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
+    if (job.rstd != nullptr) job.rstd[row * job.rstd_stride] = inv.r * inv.prescale;
     WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
       NormalizeRow<T, W, O, kCastThenScale, decltype(may_be_nan)::value>(
           d, width, inv, gamma, job.p.weight_offset, y, stream, load, load_partial);
