@@ -116,7 +116,7 @@ TEST(QkNormBackward, Errors) {
   expect([&] { QkNormBackward(qv, AsConst(dv), dv, QkHeads{2, 1, 2, 4}, gv, gv, dq, dk); },
          "qkv must be 2-D [tokens, 20], got shape [2, 16]");
   expect([&] { QkNormBackward(qv, AsConst(dv), dv, heads, gv, gv, dq, dq); },
-         "dq_gamma");
+         "dk_gamma must not be the same memory as dq_gamma");
   expect([&] {
     QkNormBackward(qv, AsConst(dv), dv, heads, gv, gv, dq,
                    Contiguous<void*>(static_cast<float*>(dg.data()) + 4, DType::kF32, {3}));

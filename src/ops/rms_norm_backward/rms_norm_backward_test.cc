@@ -165,6 +165,7 @@ TEST(RmsNormBackward, Strided3DViews) {
 
 // The oracle's gradient formula against central finite differences of the
 // float64 forward, on the unrounded maths (random rows, widths 1..300).
+// Truncation error of the central difference ~(h / rms)^2 = 1e-8.
 TEST(RmsNormBackward, ReferenceMatchesFiniteDifferences) {
   std::mt19937_64& rng = test::Rng();
   std::normal_distribution<double> normal;
@@ -183,11 +184,21 @@ TEST(RmsNormBackward, ReferenceMatchesFiniteDifferences) {
         for (int64_t i = 0; i < n; ++i) l += w[i] * y[i];
         return l;
       };
+      // Differences are relative to the larger of the element and the rms
+      // of its gradient vector (central differences with h = 1e-5 lose
+      // ~1e-16 * |loss| / h absolutely, which swamps tiny elements).
+      double rms_dx = 0.0, rms_dg = 0.0;
+      for (int64_t i = 0; i < n; ++i) rms_dx += dx[i] * dx[i], rms_dg += dg[i] * dg[i];
+      rms_dx = std::sqrt(rms_dx / double(n)), rms_dg = std::sqrt(rms_dg / double(n));
       double max_rel = 0.0;
       for (int64_t j = 0; j < n; ++j) {
         for (int which = 0; which < 2; ++which) {
           std::vector<double> xp = x, xm = x, gp = g, gm = g;
-          const double h = 1e-6;
+          // x: a step small against the row's rms (the length over which
+          // y bends); gamma: L is linear in it.
+          double ms = eps;
+          for (int64_t i = 0; i < n; ++i) ms += x[i] * x[i] / double(n);
+          const double h = which == 0 ? 1e-4 * std::sqrt(ms) : 1e-5;
           if (which == 0) {
             xp[j] += h, xm[j] -= h;
           } else {
@@ -195,7 +206,8 @@ TEST(RmsNormBackward, ReferenceMatchesFiniteDifferences) {
           }
           const double fd = (loss(xp, gp) - loss(xm, gm)) / (2 * h);
           const double an = which == 0 ? dx[j] : dg[j];
-          const double rel = std::fabs(fd - an) / std::max(1e-3, std::fabs(an));
+          const double rel =
+              std::fabs(fd - an) / std::max(std::fabs(an), which == 0 ? rms_dx : rms_dg);
           max_rel = std::max(max_rel, rel);
           EXPECT_LT(rel, 1e-6) << "n=" << n << " eps=" << eps << " j=" << j
                                << (which ? " dgamma" : " dx") << " fd=" << fd << " an=" << an;
