@@ -9,8 +9,12 @@
 // where dx_norm is RmsNormBackward's dx for the norm of h (same maths,
 // rms_norm_backward.h) and d_residual_out is the gradient that reaches the
 // residual stream from the later layers (the residual output is read by the
-// next layer too). d_h is computed in float32 and rounded once to R.
-// torch treats the rounding R(...) of the add as the identity for the gradient.
+// next layer too). Cast-then-scale mode follows torch autograd's order:
+// dx_norm is rounded to R (it is x.grad of the norm, a tensor of h's dtype),
+// then added to d_residual_out in float32 and rounded to R again. Single
+// rounding: the float32 sum dx_norm + d_residual_out is rounded once.
+// torch treats the rounding R(...) of the forward's add as the identity for
+// the gradient.
 #ifndef GLMNORM_ADD_RMS_NORM_BACKWARD_H_
 #define GLMNORM_ADD_RMS_NORM_BACKWARD_H_
 

@@ -154,6 +154,7 @@ void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOption
     if (a.dres.rank != 0) {
       job.dres = a.dres.data;
       job.dres_rows = RowLayout::Of(a.dres);
+      job.round_before_dres = options.rounding == Rounding::kCastThenScale;
       bytes_per_element += SizeOf(a.dres.dtype);
     }
     if (a.dx2.rank != 0) {

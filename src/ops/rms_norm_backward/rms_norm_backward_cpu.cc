@@ -145,7 +145,10 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
                                          job.dx2_rows.Offset(row) * static_cast<int64_t>(dx2_size);
     const auto out = [&](size_t i, size_t n, V xv, V dyv, V g) {
       V v = hn::Mul(vrr, hn::Sub(dh_of(dyv, g), hn::Mul(xf_of(xv), vc)));
-      if (dres != nullptr) v = hn::Add(v, LoadAny(d, job.dx_type, dres + i * dres_size, n));
+      if (dres != nullptr) {
+        if (job.round_before_dres) v = RoundTo<Dx>(d, v);
+        v = hn::Add(v, LoadAny(d, job.dx_type, dres + i * dres_size, n));
+      }
       if (n == N) {
         StoreF32As(d, v, dx + i);
       } else {

@@ -30,6 +30,10 @@ struct RmsNormBackwardJob {
   // d_residual_out), dtype dx_type.
   const void* dres = nullptr;
   RowLayout dres_rows;
+  // Cast-then-scale (torch's order): dx is rounded to dx_type before dres is
+  // added (autograd's x.grad of the norm is a tensor of h's dtype, and the
+  // add is a second op); single rounding: one rounding of the float32 sum.
+  bool round_before_dres = false;
   // Optional (null): a second copy of dx in its own dtype (d_delta).
   void* dx2 = nullptr;
   DType dx2_type = DType::kF32;

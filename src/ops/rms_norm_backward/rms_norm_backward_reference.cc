@@ -30,13 +30,14 @@ NormBackwardResult RmsNormBackward(const ConstTensorView& x, const ConstTensorVi
   out.width = width;
   out.dx.assign(rows * width, 0.0);
   out.dx_scale.assign(rows * width, 0.0);
+  out.dx_slack.assign(rows * width, 0.0);
   out.dgamma.assign(width, 0.0);
   out.dgamma_scale.assign(width, 0.0);
   out.dgamma_slack.assign(width, 0.0);
   const bool cast = options.rounding == Rounding::kCastThenScale;
   const size_t xs = SizeOf(x.dtype), ds = SizeOf(dy.dtype);
   const size_t rs = dres.rank != 0 ? SizeOf(dres.dtype) : 0;
-  std::vector<double> g(width), xf(width), dh(width);
+  std::vector<double> g(width), xf(width), dh(width), dh_slack(width);
   for (int64_t i = 0; i < width; ++i) {
     g[i] = Load(gamma.data, gamma.dtype, i);
     if (options.weight_offset != 0.0f) g[i] += options.weight_offset;
@@ -55,6 +56,12 @@ NormBackwardResult RmsNormBackward(const ConstTensorView& x, const ConstTensorVi
       const double dyv = Load(dr, dy.dtype, i);
       xf[i] = Load(xr, x.dtype, i) * r;
       dh[i] = cast ? RoundTo(dy.dtype, dyv * g[i]) : dyv * g[i];
+      dh_slack[i] = 0.0;
+      if (cast && dy.dtype != DType::kF32 &&
+          RoundTo(dy.dtype, dyv * g[i] * (1.0 - 0x1p-20)) !=
+              RoundTo(dy.dtype, dyv * g[i] * (1.0 + 0x1p-20))) {
+        dh_slack[i] = UlpOf(dy.dtype, dh[i]);
+      }
       s += dh[i] * xf[i];
       s_abs += std::fabs(dh[i] * xf[i]);
       double term;
@@ -77,13 +84,24 @@ NormBackwardResult RmsNormBackward(const ConstTensorView& x, const ConstTensorVi
     for (int64_t i = 0; i < width; ++i) {
       double v = r * (dh[i] - xf[i] * c);
       double scale = std::fabs(r * dh[i]) + std::fabs(r * xf[i]) * c_scale;
+      double slack = 0.0;
       if (rr != nullptr) {
         const double a = Load(rr, dres.dtype, i);
+        if (cast) {
+          // torch's order: the norm's dx rounded to h's dtype, then the add.
+          // Within float32's error of a midpoint, either rounding is allowed.
+          const double window = 16.0 * std::ldexp(scale, -24);
+          if (RoundTo(dres.dtype, v - window) != RoundTo(dres.dtype, v + window)) {
+            slack = UlpOf(dres.dtype, v);
+          }
+          v = RoundTo(dres.dtype, v);
+        }
         v += a;
         scale += std::fabs(a);
       }
       out.dx[row * width + i] = v;
       out.dx_scale[row * width + i] = scale;
+      out.dx_slack[row * width + i] = std::fabs(r) * dh_slack[i] + slack;
     }
   }
   return out;

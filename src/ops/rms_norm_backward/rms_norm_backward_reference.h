@@ -21,6 +21,10 @@ struct NormBackwardResult {
   // |rr*dh| + |rr*x̂| * (|c| + sum_i |dh_i x̂_i| / n) + |dres|: an error
   // bound in ulps of this scale does not blow up where dx cancels to ~0.
   std::vector<double> dx_scale;
+  // Per element: r * ulp_Dy(dh) where dh = Dy(dy * g) (cast-then-scale, 16-bit
+  // dy) lies within 2^-20 (relative) of a rounding midpoint of Dy: float32
+  // (whose gamma + offset is itself rounded) may round dh the other way.
+  std::vector<double> dx_slack;
   std::vector<double> dgamma;        // width
   std::vector<double> dgamma_scale;  // sum over rows of |term|
   // Cast-then-scale with a 16-bit x: sum over rows of |dy| * ulp_T(x̂) for the
@@ -29,7 +33,8 @@ struct NormBackwardResult {
   std::vector<double> dgamma_slack;
 };
 
-// dy's dtype is the forward's y dtype; dres (rank 0: none) is added to dx.
+// dy's dtype is the forward's y dtype; dres (rank 0: none) is added to dx,
+// in cast-then-scale mode after rounding dx to dres's dtype (torch's order).
 NormBackwardResult RmsNormBackward(const ConstTensorView& x, const ConstTensorView& gamma,
                                    const ConstTensorView& dy, const NormOptions& options,
                                    const ConstTensorView& dres = {});
