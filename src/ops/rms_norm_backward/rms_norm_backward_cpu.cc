@@ -157,6 +157,13 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
       if (dx2 != nullptr) StoreAny(d, v, job.dx2_type, dx2 + i * dx2_size, n);
     };
     size_t i = 0;
+    if (dres == nullptr && dx2 == nullptr) {
+      // The plain RmsNormBackward loop: no per-vector checks.
+      for (; i + N <= width; i += N) {
+        const V xv = LoadF32(d, x + i), dyv = LoadF32(d, dy + i), g = LoadF32(d, gamma + i);
+        StoreF32As(d, hn::Mul(vrr, hn::Sub(dh_of(dyv, g), hn::Mul(xf_of(xv), vc))), dx + i);
+      }
+    }
     for (; i + N <= width; i += N) {
       out(i, N, LoadF32(d, x + i), LoadF32(d, dy + i), LoadF32(d, gamma + i));
     }
