@@ -59,7 +59,8 @@ struct Workspace {
 };
 
 // Bytes of workspace a backward over `rows` rows of `width` needs:
-// ceil(rows / kDGammaRowBlock) float32 rows of width rounded up to 16, plus
+// 3 * ceil(rows / kDGammaRowBlock) float32 rows of width rounded up to 16
+// (per block: its dgamma partial, and the xf and dh of the row in hand), plus
 // 64 bytes of alignment slack (0 when rows or width is 0).
 size_t NormBackwardWorkspaceBytes(int64_t rows, int64_t width);
 

@@ -46,7 +46,8 @@ float* AlignedPartials(void* base) {
 
 size_t NormBackwardWorkspaceBytes(int64_t rows, int64_t width) {
   if (rows <= 0 || width <= 0) return 0;
-  return static_cast<size_t>(Blocks(rows) * PartialStride(width)) * sizeof(float) + 64;
+  // Per block: its dgamma partial, and a row of xf and one of dh.
+  return static_cast<size_t>(3 * Blocks(rows) * PartialStride(width)) * sizeof(float) + 64;
 }
 
 namespace detail {
@@ -170,6 +171,7 @@ void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOption
     }
     job.partials = partials;
     job.partial_stride = stride;
+    job.scratch = partials + blocks * stride;
     job.size.rows = blocks;
     job.size.bytes_moved = rows * width * bytes_per_element;
     backend::Run(job, execution);

@@ -75,6 +75,9 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
   const bool has_offset = offset != 0.0f;
   const V voff = hn::Set(d, offset);
   float* HWY_RESTRICT partial = job.partials + block * job.partial_stride;
+  // The row's xf and dh, kept from pass A for pass B (float32: exact).
+  float* HWY_RESTRICT xf_row = job.scratch + block * 2 * job.partial_stride;
+  float* HWY_RESTRICT dh_row = xf_row + job.partial_stride;
   // The partial rows are padded to a multiple of 16 floats: whole vectors
   // may be loaded and stored there even at the tail of a row.
   std::memset(partial, 0, sizeof(float) * static_cast<size_t>(job.partial_stride));
@@ -122,7 +125,10 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
       }
       (void)n;
       hn::Store(hn::Add(hn::Load(dd, partial + i), gterm), dd, partial + i);
-      return hn::Mul(dh_of(dyv, g), xf);
+      const V dh = dh_of(dyv, g);
+      hn::Store(xf, dd, xf_row + i);
+      hn::Store(dh, dd, dh_row + i);
+      return hn::Mul(dh, xf);
     };
     const float s = CanonicalSum(
         d, width,
@@ -143,8 +149,17 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
     char* dx2 = job.dx2 == nullptr ? nullptr
                                    : static_cast<char*>(job.dx2) +
                                          job.dx2_rows.Offset(row) * static_cast<int64_t>(dx2_size);
-    const auto out = [&](size_t i, size_t n, V xv, V dyv, V g) {
-      V v = hn::Mul(vrr, hn::Sub(dh_of(dyv, g), hn::Mul(xf_of(xv), vc)));
+    const auto value = [&](size_t i) {
+      return hn::Mul(vrr, hn::Sub(hn::Load(d, dh_row + i), hn::Mul(hn::Load(d, xf_row + i), vc)));
+    };
+    size_t i = 0;
+    if (dres == nullptr && dx2 == nullptr) {
+      // The plain RmsNormBackward loop: no per-vector checks.
+      for (; i + N <= width; i += N) StoreF32As(d, value(i), dx + i);
+    }
+    for (; i < width; i += N) {
+      const size_t n = std::min(N, width - i);
+      V v = value(i);
       if (dres != nullptr) {
         if (job.round_before_dres) v = RoundTo<Dx>(d, v);
         v = hn::Add(v, LoadAny(d, job.dx_type, dres + i * dres_size, n));
@@ -155,22 +170,6 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
         StoreF32AsPartial(d, v, dx + i, n);
       }
       if (dx2 != nullptr) StoreAny(d, v, job.dx2_type, dx2 + i * dx2_size, n);
-    };
-    size_t i = 0;
-    if (dres == nullptr && dx2 == nullptr) {
-      // The plain RmsNormBackward loop: no per-vector checks.
-      for (; i + N <= width; i += N) {
-        const V xv = LoadF32(d, x + i), dyv = LoadF32(d, dy + i), g = LoadF32(d, gamma + i);
-        StoreF32As(d, hn::Mul(vrr, hn::Sub(dh_of(dyv, g), hn::Mul(xf_of(xv), vc))), dx + i);
-      }
-    }
-    for (; i + N <= width; i += N) {
-      out(i, N, LoadF32(d, x + i), LoadF32(d, dy + i), LoadF32(d, gamma + i));
-    }
-    if (i < width) {
-      const size_t n = width - i;
-      out(i, n, LoadF32Partial(d, x + i, n), LoadF32Partial(d, dy + i, n),
-          LoadF32Partial(d, gamma + i, n));
     }
   }
 }

@@ -43,6 +43,7 @@ struct RmsNormBackwardJob {
   int64_t rstd_stride = 0;
   float* partials = nullptr;    // blocks x partial_stride floats, 64-byte aligned
   int64_t partial_stride = 0;   // width rounded up to 16
+  float* scratch = nullptr;     // blocks x 2 x partial_stride floats: a row's xf and dh
 };
 
 // Pass 2: dgamma[j] = dG(sum over blocks b, in order, of partials[b][j]).
