@@ -1,12 +1,15 @@
 // Bench cases of the backward kernels on GLM-4.5's hidden size, in the
 // reference mode (cast-then-scale), dgamma in gamma's dtype, the workspace
-// the caller's. model_bytes: rms_norm_backward_cases.h.
+// the caller's, and the per-row rstd the forward saved (as a training step
+// calls it: RmsNormWithRstd / AddRmsNormWithRstd, then the backward).
+// model_bytes: rms_norm_backward_cases.h, plus the rstd read.
 #include "bench_backward.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "glmnorm/add_rms_norm_backward.h"
+#include "glmnorm/rms_norm.h"
 #include "glmnorm/rms_norm_backward.h"
 #include "hwy/aligned_allocator.h"
 #include "ops/rms_norm_backward/rms_norm_backward_cases.h"
@@ -74,7 +77,8 @@ void AddBackwardCases(const std::string& kernel, const std::vector<int64_t>& tok
         auto ws = std::make_shared<BenchTensor>(
             DType::kF32, int64_t(NormBackwardWorkspaceBytes(tokens, kHidden) / 4 + 1), 0.0, 0.0,
             27);
-        keep.insert(keep.end(), {x, g, dy, dres, dx, dg, ws});
+        auto rstd = std::make_shared<BenchTensor>(DType::kF32, tokens, 0.0, 0.0, 28);
+        keep.insert(keep.end(), {x, g, dy, dres, dx, dg, ws, rstd});
         const auto xv = Contiguous<const void*>(x->data(), t, {tokens, kHidden});
         const auto gv = Contiguous<const void*>(g->data(), t, {kHidden});
         const auto dyv = Contiguous<const void*>(dy->data(), t, {tokens, kHidden});
@@ -82,6 +86,12 @@ void AddBackwardCases(const std::string& kernel, const std::vector<int64_t>& tok
         const auto dxv = Contiguous<void*>(dx->data(), t, {tokens, kHidden});
         const auto dgv = Contiguous<void*>(dg->data(), t, {kHidden});
         const Workspace w{ws->data(), NormBackwardWorkspaceBytes(tokens, kHidden)};
+        // The forward's rstd of x (for add_rms_norm_backward, x plays h).
+        const auto rv = Contiguous<void*>(rstd->data(), DType::kF32, {tokens});
+        auto y = std::make_shared<BenchTensor>(t, tokens * kHidden, 0.0, 0.0, 29);
+        keep.push_back(y);
+        RmsNormWithRstd(xv, gv, Contiguous<void*>(y->data(), t, {tokens, kHidden}), rv);
+        const ConstTensorView rs = AsConst(rv);
         BenchCase c;
         c.kernel = name;
         c.shape = std::to_string(tokens) + "x" + std::to_string(kHidden);
@@ -90,12 +100,13 @@ void AddBackwardCases(const std::string& kernel, const std::vector<int64_t>& tok
         c.rows = tokens;
         c.width = kHidden;
         c.model_bytes = cases::RmsNormBackwardBytes(tokens, kHidden, t, t, t, t, t,
-                                                    add ? int64_t(SizeOf(t)) : 0);
+                                                    add ? int64_t(SizeOf(t)) : 0) +
+                        tokens * 4;
         if (add) {
-          c.run = [=] { AddRmsNormBackward(xv, gv, dyv, dresv, dxv, {}, dgv, {}, {}, w); };
+          c.run = [=] { AddRmsNormBackward(xv, gv, dyv, dresv, dxv, {}, dgv, {}, rs, w); };
           c.max_ulp = [=] { return MaxScaledUlp(xv, gv, dyv, dresv, AsConst(dxv)); };
         } else {
-          c.run = [=] { RmsNormBackward(xv, gv, dyv, dxv, dgv, {}, {}, w); };
+          c.run = [=] { RmsNormBackward(xv, gv, dyv, dxv, dgv, {}, rs, w); };
           c.max_ulp = [=] { return MaxScaledUlp(xv, gv, dyv, {}, AsConst(dxv)); };
         }
         cases.push_back(std::move(c));
