@@ -13,6 +13,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backend/cpu/cpu_backend.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "ops/rms_norm_backward/rms_norm_backward_job.h"
 #include "simd/convert-inl.h"
@@ -84,6 +86,7 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
   const int64_t row_begin = block * kDGammaRowBlock;
   const int64_t row_end = std::min(job.rows, row_begin + kDGammaRowBlock);
   const size_t dres_size = SizeOf(job.dx_type), dx2_size = SizeOf(job.dx2_type);
+  const bool stream = job.rows * job.p.width * int64_t{sizeof(Dx)} >= cpu::kStreamMinBytes;
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
     const Dy* dy = static_cast<const Dy*>(job.dy) + job.dy_rows.Offset(row);
@@ -150,12 +153,26 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
                                    : static_cast<char*>(job.dx2) +
                                          job.dx2_rows.Offset(row) * static_cast<int64_t>(dx2_size);
     const auto value = [&](size_t i) {
-      return hn::Mul(vrr, hn::Sub(hn::Load(d, dh_row + i), hn::Mul(hn::Load(d, xf_row + i), vc)));
+      return hn::Mul(vrr,
+                     hn::Sub(hn::LoadU(d, dh_row + i), hn::Mul(hn::LoadU(d, xf_row + i), vc)));
     };
     size_t i = 0;
     if (dres == nullptr && dx2 == nullptr) {
-      // The plain RmsNormBackward loop: no per-vector checks.
-      for (; i + N <= width; i += N) StoreF32As(d, value(i), dx + i);
+      // The plain RmsNormBackward loop: no per-vector checks. Large outputs
+      // go out with streaming stores from the first vector-aligned element
+      // of dx (as the forward's, rms_norm_cpu.cc): no read of each dx line.
+      if (stream) {
+        constexpr size_t kVecBytes = N * sizeof(Dx);
+        const size_t mis = reinterpret_cast<uintptr_t>(dx) % kVecBytes;
+        const size_t head = std::min(width, mis == 0 ? size_t{0} : (kVecBytes - mis) / sizeof(Dx));
+        if (head != 0) {
+          StoreF32AsPartial(d, value(0), dx, head);
+          i = head;
+        }
+        for (; i + N <= width; i += N) StoreF32As<true, true>(d, value(i), dx + i);
+      } else {
+        for (; i + N <= width; i += N) StoreF32As(d, value(i), dx + i);
+      }
     }
     for (; i < width; i += N) {
       const size_t n = std::min(N, width - i);
@@ -172,6 +189,7 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
       if (dx2 != nullptr) StoreAny(d, v, job.dx2_type, dx2 + i * dx2_size, n);
     }
   }
+  if (stream) hwy::FlushStream();
 }
 
 template <typename T, typename W, typename Dy, typename Dx, bool kCast>
