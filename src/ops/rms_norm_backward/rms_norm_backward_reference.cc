@@ -79,6 +79,10 @@ NormBackwardResult RmsNormBackward(const ConstTensorView& x, const ConstTensorVi
     }
     const double c = s / double(width);
     const double c_scale = std::fabs(c) + s_abs / double(width);
+    // A dh rounded the other way (dh_slack) also moves c, hence every dx of the row.
+    double c_slack = 0.0;
+    for (int64_t i = 0; i < width; ++i) c_slack += dh_slack[i] * std::fabs(xf[i]);
+    c_slack /= double(width);
     const auto* rr = dres.rank != 0 ? static_cast<const char*>(dres.data) + RowOffset(dres, row) * rs
                                     : nullptr;
     for (int64_t i = 0; i < width; ++i) {
@@ -101,7 +105,8 @@ NormBackwardResult RmsNormBackward(const ConstTensorView& x, const ConstTensorVi
       }
       out.dx[row * width + i] = v;
       out.dx_scale[row * width + i] = scale;
-      out.dx_slack[row * width + i] = std::fabs(r) * dh_slack[i] + slack;
+      out.dx_slack[row * width + i] =
+          std::fabs(r) * (dh_slack[i] + std::fabs(xf[i]) * c_slack) + slack;
     }
   }
   return out;

@@ -23,7 +23,8 @@ struct NormBackwardResult {
   std::vector<double> dx_scale;
   // Per element: r * ulp_Dy(dh) where dh = Dy(dy * g) (cast-then-scale, 16-bit
   // dy) lies within 2^-20 (relative) of a rounding midpoint of Dy: float32
-  // (whose gamma + offset is itself rounded) may round dh the other way.
+  // (whose product dy * (gamma + offset) is itself rounded) may round dh the
+  // other way; plus r * |xf| times what such flips of the row move c by.
   std::vector<double> dx_slack;
   std::vector<double> dgamma;        // width
   std::vector<double> dgamma_scale;  // sum over rows of |term|

@@ -119,8 +119,11 @@ inline void CheckAgainstOracle(const reference::NormBackwardResult& ref,
                              2.0 * Ulp(DType::kF32, scale) + ref.dx_slack[row * width + i];
         if (ulps > 1 && err > bound) {
           char msg[256];
-          std::snprintf(msg, sizeof msg, ": dx row %lld col %lld got %.9g want %.9g (%lld ulp)",
-                        (long long)row, (long long)i, got, want, (long long)ulps);
+          std::snprintf(msg, sizeof msg,
+                        ": dx row %lld col %lld got %.9g want %.9g (%lld ulp; scale %.3g, slack "
+                        "%.3g)",
+                        (long long)row, (long long)i, got, want, (long long)ulps, scale,
+                        ref.dx_slack[row * width + i]);
           t.Bad(what + msg);
         }
       }
