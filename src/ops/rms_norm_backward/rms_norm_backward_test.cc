@@ -469,3 +469,40 @@ TEST(RmsNormBackward, SpecialValues) {
 
 }  // namespace
 }  // namespace glmnorm
+
+namespace glmnorm {
+namespace {
+
+// The forwards that save rstd check it like every other argument.
+TEST(RmsNormBackwardErrors, ForwardRstdArgument) {
+  Buffer x(DType::kBF16, 32), g(DType::kBF16, 8), y(DType::kBF16, 32), r(DType::kF32, 8);
+  const auto xv = Contiguous<const void*>(x.data(), DType::kBF16, {4, 8});
+  const auto gv = Contiguous<const void*>(g.data(), DType::kBF16, {8});
+  const auto yv = Contiguous<void*>(y.data(), DType::kBF16, {4, 8});
+  const auto expect = [](const std::function<void()>& call, const std::string& fragment) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected " << fragment;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(fragment));
+    }
+  };
+  expect([&] { RmsNormWithRstd(xv, gv, yv, Contiguous<void*>(r.data(), DType::kF32, {3})); },
+         "RmsNormWithRstd: rstd must be 1-D of length rows 4, got shape [3]");
+  expect([&] { RmsNormWithRstd(xv, gv, yv, Contiguous<void*>(r.data(), DType::kBF16, {4})); },
+         "RmsNormWithRstd: rstd.dtype must be f32, got bf16");
+  TensorView zero_stride = Contiguous<void*>(r.data(), DType::kF32, {4});
+  zero_stride.stride[0] = 0;
+  expect([&] { RmsNormWithRstd(xv, gv, yv, zero_stride); },
+         "RmsNormWithRstd: rstd.stride[0] must be >= 1 for 4 rows, got 0");
+  expect([&] { RmsNormWithRstd(xv, gv, yv, Contiguous<void*>(y.data(), DType::kF32, {4})); },
+         "RmsNormWithRstd: rstd overlaps y");
+  Buffer res(DType::kBF16, 32);
+  expect([&] {
+    AddRmsNormWithRstd(Contiguous<void*>(res.data(), DType::kBF16, {4, 8}), xv, gv, yv,
+                       Contiguous<void*>(r.data(), DType::kF32, {5}));
+  }, "AddRmsNormWithRstd: rstd must be 1-D of length rows 4, got shape [5]");
+}
+
+}  // namespace
+}  // namespace glmnorm
