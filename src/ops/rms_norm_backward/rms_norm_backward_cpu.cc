@@ -86,7 +86,13 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
   const int64_t row_begin = block * kDGammaRowBlock;
   const int64_t row_end = std::min(job.rows, row_begin + kDGammaRowBlock);
   const size_t dres_size = SizeOf(job.dx_type), dx2_size = SizeOf(job.dx2_type);
-  const bool stream = job.rows * job.p.width * int64_t{sizeof(Dx)} >= cpu::kStreamMinBytes;
+  // Streaming stores only where a vector of Dx is at least 16 bytes:
+  // Highway 1.0.3's Stream of a narrower vector (bf16 on SSE4: 8 bytes)
+  // writes 16 bytes (_mm_stream_si128), past the vector and with 16-byte
+  // alignment required.
+  constexpr bool kCanStream = N * sizeof(Dx) >= 16;
+  const bool stream =
+      kCanStream && job.rows * job.p.width * int64_t{sizeof(Dx)} >= cpu::kStreamMinBytes;
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
     const Dy* dy = static_cast<const Dy*>(job.dy) + job.dy_rows.Offset(row);
