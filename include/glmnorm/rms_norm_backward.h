@@ -74,6 +74,8 @@ size_t NormBackwardWorkspaceBytes(int64_t rows, int64_t width);
 //   dgamma: 1-D [width], contiguous, f32 / bf16 / f16 (overwritten, not added to)
 //   rstd:   optional (rank 0 = absent): f32 1-D [rows], any stride, as saved by
 //           RmsNormWithRstd with the same options; used instead of recomputing
+//           (same bits, except in the last bit of xf on rows the forward
+//           rescaled against float32 overflow / underflow, SPEC.md §9)
 // Errors (glmnorm::Error, nothing written) name the argument and what was
 // expected. 0 rows: dx untouched, dgamma zeros. Width 0: nothing to do.
 void RmsNormBackward(const ConstTensorView& x, const ConstTensorView& gamma,
