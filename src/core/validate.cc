@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "core/format_number.h"
 #include "glmnorm/error.h"
@@ -75,7 +76,13 @@ void Output(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
   for (int i = 0; i + 1 < v.rank; ++i) {
     if (v.shape[i] > 1) dims[n++] = {i, v.shape[i], v.stride[i]};
   }
-  std::sort(dims, dims + n, [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
+  // Insertion sort by stride (at most kMaxRank - 1 dims; std::sort here made
+  // GCC 12 warn about impossible out-of-bounds subscripts).
+  for (int k = 1; k < n; ++k) {
+    for (int j = k; j > 0 && dims[j].stride < dims[j - 1].stride; --j) {
+      std::swap(dims[j], dims[j - 1]);
+    }
+  }
   int64_t span = v.width();  // elements a row covers (last dim contiguous)
   for (int k = 0; k < n; ++k) {
     if (dims[k].stride < span) {

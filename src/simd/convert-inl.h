@@ -169,6 +169,13 @@ HWY_INLINE hn::Vec<D> RoundTo(D d, hn::Vec<D> v) {
 
 // ---------------------------------------------------------------- stores
 
+// Whether a vector of 16-bit values of D's lane count can be streamed:
+// Highway 1.0.3's Stream of a vector narrower than 16 bytes (4 bf16 lanes on
+// SSE4: 8 bytes) is a 16-byte _mm_stream_si128, which writes past the
+// vector and faults unless 16-byte aligned. Such vectors use plain stores.
+template <class D>
+inline constexpr bool kCanStream16 = hn::MaxLanes(D()) * 2 >= 16;
+
 // StoreF32As(d, v, p): rounds v to the storage type of p and stores it.
 // kMayBeNaN as in RoundTo. kStream: non-temporal store (p must be aligned to
 // the stored vector's size); large outputs skip the cache-line reads that a
@@ -217,7 +224,7 @@ HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, BF16* p, bool native = g_native_bf
   }
   const auto packed = hn::DemoteTo(du16, hn::BitCast(di, high));
   auto* out = reinterpret_cast<uint16_t*>(p);
-  if constexpr (kStream) {
+  if constexpr (kStream && kCanStream16<D>) {
     hn::Stream(packed, du16, out);
   } else {
     hn::StoreU(packed, du16, out);
@@ -227,7 +234,7 @@ template <bool kMayBeNaN = true, bool kStream = false, class D>
 HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, F16* p) {
   if constexpr (kNativeF16) {
     const hn::Rebind<F16, D> df16;
-    if constexpr (kStream) {
+    if constexpr (kStream && kCanStream16<D>) {
       hn::Stream(hn::DemoteTo(df16, v), df16, p);
     } else {
       hn::StoreU(hn::DemoteTo(df16, v), df16, p);
