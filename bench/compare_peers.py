@@ -160,6 +160,14 @@ def onnx_runner(kind, x, weight, delta, threads):
     return None, "; ".join(reasons), None
 
 
+def onnx_entry(kind, x, weight, delta, threads):
+    """The ONNX Runtime entry of a case's results (see norm_case)."""
+    name, run, out = onnx_runner(kind, x, weight, delta, threads)
+    if name is None:
+        return ("onnxruntime", None, run)  # run holds the reason
+    return (f"onnxruntime {name}", run, lambda: (run(), out)[1])
+
+
 # --- the cases -------------------------------------------------------------------------
 
 def make_module(width, weight):
@@ -192,11 +200,7 @@ def norm_case(tokens, shape_tail, dtype, threads, args, gen):
         compiled = torch.compile(module, dynamic=False)
         results.append(("torch.compile", lambda: compiled(x), None))
     if not args.no_onnx:
-        name, run, out = onnx_runner("norm", x, weight, None, threads)
-        if name is None:
-            results.append(("onnxruntime", None, run))
-        else:
-            results.append((f"onnxruntime {name}", run, lambda run=run, out=out: (run(), out)[1]))
+        results.append(onnx_entry("norm", x, weight, None, threads))
     return shape, nbytes, ref, results
 
 
@@ -233,11 +237,7 @@ def add_case(tokens, width, dtype, threads, args, gen):
         compiled = torch.compile(step, dynamic=False)
         results.append(("torch.compile", lambda: compiled(residual0, delta), None))
     if not args.no_onnx:
-        name, run, out = onnx_runner("add", residual0, weight, delta, threads)
-        if name is None:
-            results.append(("onnxruntime", None, run))
-        else:
-            results.append((f"onnxruntime {name}", run, lambda run=run, out=out: (run(), out)[1]))
+        results.append(onnx_entry("add", residual0, weight, delta, threads))
     return shape, nbytes, ref, results
 
 

@@ -58,8 +58,8 @@ std::string ShapeText(const std::vector<int64_t>& shape, const char* sep) {
 }
 
 std::string Bits(DType t, const std::byte* p) {
-  uint32_t u = 0;
-  std::memcpy(&u, p, SizeOf(t));
+  uint32_t u = 0;  // the float dtypes of a checkpoint's norms: at most 4 bytes
+  std::memcpy(&u, p, std::min(SizeOf(t), sizeof u));
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%0*x", static_cast<int>(2 * SizeOf(t)), u);
   return buf;

@@ -81,8 +81,9 @@ int64_t UlpDistance(DType t, const void* a, const void* b) {
     return std::memcmp(a, b, SizeOf(t)) == 0 ? 0 : kNaNUlpDistance;
   }
   uint32_t ua = 0, ub = 0;
-  std::memcpy(&ua, a, SizeOf(t));
-  std::memcpy(&ub, b, SizeOf(t));
+  const size_t n = std::min(SizeOf(t), sizeof ua);  // <= 4 here; min() tells GCC
+  std::memcpy(&ua, a, n);
+  std::memcpy(&ub, b, n);
   const bool na = IsNan(t, ua), nb = IsNan(t, ub);
   if (na || nb) return na && nb ? 0 : kNaNUlpDistance;
   const int bits = static_cast<int>(SizeOf(t)) * 8;

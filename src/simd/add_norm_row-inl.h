@@ -43,6 +43,30 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
       (void)job, (void)row, (void)inv;
     }
   };
+  // Given the row's 1/rms: y stored as O (or quantised) from the values of
+  // `load`; make_store_load(kMayBeNaN) and store_load_partial give the same
+  // values for the pass that writes y (they may store the residual too).
+  const auto finish_row = [&](int64_t row, const InvRms& inv, const auto& load,
+                              const auto& load_partial, const auto& make_store_load,
+                              const auto& store_load_partial) {
+    save_rstd(row, inv);
+    if constexpr (kQuant == 0) {
+      O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
+      WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+        constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
+        ForEachNormVectorSpan<R, W, kCastThenScale, kMayBeNaN>(
+            d, 0, width, inv, gamma, job.p.weight_offset, make_store_load(may_be_nan),
+            store_load_partial, StoreSink<O, kMayBeNaN>{y, native_bf16});
+      });
+    } else {
+      uint8_t* q = static_cast<uint8_t*>(job.y) + job.y_rows.Offset(row);
+      WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+        QuantizeRow<R, W, O, kCastThenScale, kQuant == 2, decltype(may_be_nan)::value>(
+            d, width, inv, gamma, job.p.weight_offset, job.quant, row, q, load, load_partial,
+            make_store_load(may_be_nan), store_load_partial);
+      });
+    }
+  };
   for (int64_t row = row_begin; row < row_end; ++row) {
     R* res = static_cast<R*>(job.residual) + job.residual_rows.Offset(row);
     const Dl* del = static_cast<const Dl*>(job.delta) + job.delta_rows.Offset(row);
@@ -77,23 +101,8 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
           HWY_UNLIKELY(NeedsRescale(sum_sq, width, job.p.eps))
               ? RescaledInverseRms(d, width, sum_sq, job.p.eps, h_load, h_load_partial)
               : InvRms{InverseRms(sum_sq, width, job.p.eps), 1.0f, std::isfinite(sum_sq)};
-      save_rstd(row, inv);
-      if constexpr (kQuant == 0) {
-        O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
-        WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
-          constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
-          ForEachNormVectorSpan<R, W, kCastThenScale, kMayBeNaN>(
-              d, 0, width, inv, gamma, job.p.weight_offset, h_load, h_load_partial,
-              StoreSink<O, kMayBeNaN>{y, native_bf16});
-        });
-      } else {
-        uint8_t* q = static_cast<uint8_t*>(job.y) + job.y_rows.Offset(row);
-        WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
-          QuantizeRow<R, W, O, kCastThenScale, kQuant == 2, decltype(may_be_nan)::value>(
-              d, width, inv, gamma, job.p.weight_offset, job.quant, row, q, h_load,
-              h_load_partial, h_load, h_load_partial);
-        });
-      }
+      finish_row(row, inv, h_load, h_load_partial, [&](auto) { return h_load; },
+                 h_load_partial);
       continue;
     }
     // The float32 sum is normalised: every pass recomputes it from residual
@@ -112,7 +121,7 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
       constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
       return [=](auto dd, size_t i) {
         const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
-        StoreF32As<kMayBeNaN>(dd, s, res + i);
+        StoreF32AsWith<kMayBeNaN>(dd, s, res + i, native_bf16);
         return s;
       };
     };
@@ -121,24 +130,8 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
       StoreF32AsPartial(dd, s, res + i, n);
       return s;
     };
-    const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
-    save_rstd(row, inv);
-    if constexpr (kQuant == 0) {
-      O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
-      WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
-        constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
-        ForEachNormVectorSpan<R, W, kCastThenScale, kMayBeNaN>(
-            d, 0, width, inv, gamma, job.p.weight_offset, make_store_load(may_be_nan),
-            store_load_partial, StoreSink<O, kMayBeNaN>{y});
-      });
-    } else {
-      uint8_t* q = static_cast<uint8_t*>(job.y) + job.y_rows.Offset(row);
-      WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
-        QuantizeRow<R, W, O, kCastThenScale, kQuant == 2, decltype(may_be_nan)::value>(
-            d, width, inv, gamma, job.p.weight_offset, job.quant, row, q, load, load_partial,
-            make_store_load(may_be_nan), store_load_partial);
-      });
-    }
+    finish_row(row, RowInverseRms(d, width, job.p.eps, load, load_partial), load, load_partial,
+               make_store_load, store_load_partial);
   }
 }
 

@@ -49,61 +49,7 @@ HWY_INLINE float TreeSumOfLanes(D d, hn::Vec<D> v) {
 #endif
 }
 
-// Adds the squares of one 64-value chunk starting at `base` to acc. The
-// K vectors of a chunk are independent chains, so the adds pipeline.
-template <size_t K, class D, class V, class Load>
-HWY_INLINE void AddChunkSquares(D d, size_t base, V* HWY_RESTRICT acc, const Load& load) {
-  constexpr size_t N = hn::MaxLanes(d);
-  for (size_t k = 0; k < K; ++k) {
-    const V v = load(d, base + k * N);
-    acc[k] = hn::Add(acc[k], hn::Mul(v, v));
-  }
-}
-
-// Canonical sum of squares of a row of `width` values. `load(d, i)` returns
-// the float32 values i .. i+Lanes-1 of the row; `load_partial(d, i, n)` the n
-// values from i with zeros after them.
-template <class D, class Load, class LoadPartial>
-HWY_INLINE float CanonicalSumOfSquares(D d, size_t width, const Load& load,
-                                       const LoadPartial& load_partial) {
-  using V = hn::Vec<D>;
-  constexpr size_t N = hn::MaxLanes(d);
-  static_assert(kVirtualLanes % N == 0, "vector wider than the virtual lanes");
-  constexpr size_t K = kVirtualLanes / N;
-  constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
-  V total[K];
-  V block[K];
-  for (size_t k = 0; k < K; ++k) total[k] = hn::Zero(d);
-  // Whole blocks of kBlockChunks full chunks: the hot loop.
-  size_t base = 0;
-  for (; base + kBlock <= width; base += kBlock) {
-    for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
-    for (size_t c = 0; c < kBlockChunks; ++c) {
-      AddChunkSquares<K>(d, base + c * kVirtualLanes, block, load);
-    }
-    for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
-  }
-  // The last, partial block: its full chunks, then the zero-padded chunk.
-  if (base < width) {
-    for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
-    for (; base + kVirtualLanes <= width; base += kVirtualLanes) {
-      AddChunkSquares<K>(d, base, block, load);
-    }
-    for (size_t k = 0; k < K && base + k * N < width; ++k) {
-      const size_t i = base + k * N;
-      const V v = i + N <= width ? load(d, i) : load_partial(d, i, width - i);
-      block[k] = hn::Add(block[k], hn::Mul(v, v));
-    }
-    for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
-  }
-  // Tree over whole vectors (lane distance >= N), then inside one vector.
-  for (size_t half = K / 2; half >= 1; half /= 2) {
-    for (size_t k = 0; k < half; ++k) total[k] = hn::Add(total[k], total[k + half]);
-  }
-  return TreeSumOfLanes(d, total[0]);
-}
-
-// The canonical sum (same order as CanonicalSumOfSquares) of the float32
+// The canonical sum (docs/ACCURACY.md) of the float32
 // terms of a row: term(d, i) returns the terms i .. i+Lanes-1, and
 // term_partial(d, i, n) the n terms from i with zeros after them. Each index
 // is visited exactly once, in increasing order, so a term functor may have
@@ -145,6 +91,24 @@ HWY_INLINE float CanonicalSum(D d, size_t width, const Term& term,
     for (size_t k = 0; k < half; ++k) total[k] = hn::Add(total[k], total[k + half]);
   }
   return TreeSumOfLanes(d, total[0]);
+}
+
+// Canonical sum of squares of a row of `width` values. `load(d, i)` returns
+// the float32 values i .. i+Lanes-1 of the row; `load_partial(d, i, n)` the n
+// values from i with zeros after them. Each index is loaded exactly once.
+template <class D, class Load, class LoadPartial>
+HWY_INLINE float CanonicalSumOfSquares(D d, size_t width, const Load& load,
+                                       const LoadPartial& load_partial) {
+  return CanonicalSum(
+      d, width,
+      [&](D dd, size_t i) {
+        const auto v = load(dd, i);
+        return hn::Mul(v, v);
+      },
+      [&](D dd, size_t i, size_t n) {
+        const auto v = load_partial(dd, i, n);
+        return hn::Mul(v, v);
+      });
 }
 
 // r = 1 / sqrt(sum / width + eps), float32 like the reference.
