@@ -21,9 +21,18 @@ Cases:
                 h = residual + delta (torch bf16 add); y = post_attention_layernorm(h).
   qk_norm       self_attn.q_norm / k_norm on (batch, seq, heads, 128) views of a fused
                 bf16 QKV buffer (96 q, 8 k, 8 v heads).
+  rms_norm_backward      torch autograd through the module: x, gamma, dy -> dx, dgamma
+                (x.grad, weight.grad); bf16 widths 128 and 5120, f32 width 128.
+  add_rms_norm_backward  autograd through h = residual + delta, y = norm(h), with incoming
+                gradients dy (of y) and d_residual_out (of h, the residual stream): d_h
+                (= residual.grad = delta.grad) and dgamma; bf16, width 4096.
 
 Usage:
-  scripts/make_golden.py [--seed N] [--out DIR] [--venv DIR] [--no-venv]
+  scripts/make_golden.py [--seed N] [--out DIR] [--venv DIR] [--no-venv] [--backward-only]
+
+--backward-only rewrites only the *_backward cases (the forward cases' random draws are still
+made first, so the backward data is the same as a full run's) and leaves the other files as
+they are.
 
 By default the script runs inside the repository's .venv: it creates it when missing,
 pip-installs torch, transformers and numpy when they are not importable there, and re-executes
@@ -67,6 +76,8 @@ def parse_args(argv):
                         help="virtual environment to create or reuse (default: repo .venv)")
     parser.add_argument("--no-venv", action="store_true",
                         help="run with the current interpreter; do not create or install")
+    parser.add_argument("--backward-only", action="store_true",
+                        help="write only the *_backward cases; keep the other files")
     parser.add_argument("--pip-index-url", default=None,
                         help="index URL for pip (e.g. PyTorch's CPU wheel index)")
     return parser.parse_args(argv)
@@ -194,8 +205,10 @@ def main(argv):
     out_dir = args.out.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     # Old outputs, including format 1's manifest.json and .bin files.
-    for old in [*out_dir.glob("*.safetensors"), *out_dir.glob("*.bin"),
-                *out_dir.glob("manifest.json")]:
+    olds = [*out_dir.glob("*.safetensors"), *out_dir.glob("*.bin"), *out_dir.glob("manifest.json")]
+    if args.backward_only:
+        olds = [p for p in olds if "_backward_" in p.stem]
+    for old in olds:
         old.unlink()
 
     dtype_names = {torch.bfloat16: "bf16", torch.float32: "f32"}
@@ -316,6 +329,49 @@ def main(argv):
                              "q_out": save(name, "q_out", q_out),
                              "k_out": save(name, "k_out", k_out)}})
 
+    # Issue 11: gradients from torch autograd through the same module (and the decoder step),
+    # generated after the forward cases so that their random draws stay what they were.
+    # Incoming gradients: normal rows with per-row scales, in the output's dtype.
+    bwd_cases = [
+        # (name, width, rows, x dtype, gamma dtype)
+        ("rms_norm_backward_bf16_w128", 128, 128, torch.bfloat16, torch.bfloat16),
+        ("rms_norm_backward_bf16_w5120", 5120, 4, torch.bfloat16, torch.bfloat16),
+        ("rms_norm_backward_f32_w128", 128, 32, torch.float32, torch.float32),
+    ]
+    for name, width, rows, x_dtype, w_dtype in bwd_cases:
+        norm = make_norm(width, make_gamma(width), w_dtype)
+        x = make_input(rows, width).to(x_dtype).requires_grad_(True)
+        y = norm(x)
+        dy = make_input(rows, width, 1e-2, 1e1).to(y.dtype)
+        y.backward(dy)
+        assert x.grad.dtype == x_dtype and norm.weight.grad.dtype == w_dtype, name
+        cases.append({"name": name, "kind": "rms_norm_backward", "eps": EPS, "rows": rows,
+                      "width": width,
+                      "arrays": {"x": save(name, "x", x), "gamma": save(name, "gamma", norm.weight),
+                                 "dy": save(name, "dy", dy), "dx": save(name, "dx", x.grad),
+                                 "dgamma": save(name, "dgamma", norm.weight.grad)}})
+
+    # The decoder step's add + norm: h = residual + delta feeds both the norm and the residual
+    # stream, so its gradient is the norm's dx plus the stream's incoming gradient; residual
+    # and delta both receive it.
+    name, width, tokens = "add_rms_norm_backward_bf16_w4096", 4096, 2
+    norm = make_norm(width, make_gamma(width), torch.bfloat16)
+    residual = make_input(tokens, width, 1e-1, 1e1).to(torch.bfloat16).requires_grad_(True)
+    delta = make_input(tokens, width, 1e-3, 1e1).to(torch.bfloat16).requires_grad_(True)
+    h = residual + delta
+    y = norm(h)
+    dy = make_input(tokens, width, 1e-2, 1e1).to(torch.bfloat16)
+    d_residual_out = make_input(tokens, width, 1e-3, 1e0).to(torch.bfloat16)
+    torch.autograd.backward([y, h], [dy, d_residual_out])
+    assert torch.equal(residual.grad, delta.grad), name
+    cases.append({"name": name, "kind": "add_rms_norm_backward", "eps": EPS, "rows": tokens,
+                  "width": width,
+                  "arrays": {"h": save(name, "h", h), "gamma": save(name, "gamma", norm.weight),
+                             "dy": save(name, "dy", dy),
+                             "d_residual_out": save(name, "d_residual_out", d_residual_out),
+                             "d_h": save(name, "d_h", residual.grad),
+                             "dgamma": save(name, "dgamma", norm.weight.grad)}})
+
     provenance = {
         "format": FORMAT,
         "generator": "scripts/make_golden.py",
@@ -328,6 +384,8 @@ def main(argv):
         "machine": platform.machine(),
         "module": "transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeRMSNorm",
     }
+    if args.backward_only:
+        cases = [case for case in cases if case["kind"].endswith("_backward")]
     for case in cases:
         write_case(out_dir, case, provenance)
 

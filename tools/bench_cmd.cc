@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_backward.h"
 #include "bench_decoder.h"
 #include "bench_runner.h"
 #include "commands.h"
@@ -118,7 +119,8 @@ int RunBench(const BenchOptions& o) {
   }
   static const char* const kKernels[] = {"rms_norm",       "add_rms_norm", "add_then_rms_norm",
                                          "add_rms_norm_quant", "rms_norm_quant", "qk_norm",
-                                         "qk_norm_rope"};
+                                         "qk_norm_rope", "rms_norm_backward",
+                                         "add_rms_norm_backward"};
   if (!o.kernel.empty() && std::find(std::begin(kKernels), std::end(kKernels), o.kernel) ==
                                std::end(kKernels)) {
     std::string list;
@@ -177,6 +179,7 @@ int RunBench(const BenchOptions& o) {
       AddRmsNormCases(o, shapes, eps, threads, cases, keep);
     }
     if (!ck) AddDecoderCases(o.kernel, o.tokens, o.dtypes, threads, cases, keep);  // DECODER.md
+    if (!ck) AddBackwardCases(o.kernel, o.tokens, o.dtypes, threads, cases, keep);  // BACKWARD.md
   }
   if (!o.json) {
     // Which bf16 rounding the AVX-512 kernels use (core/cpu_features.h).

@@ -26,6 +26,13 @@ void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
                 const ConstTensorView& gamma, const TensorView& y,
                 const AddNormOptions& options = {}, const Execution& execution = {});
 
+// AddRmsNorm that also writes the per-row multiplier of the norm of the
+// updated residual, for AddRmsNormBackward (see RmsNormWithRstd, rms_norm.h).
+void AddRmsNormWithRstd(const TensorView& residual, const ConstTensorView& delta,
+                        const ConstTensorView& gamma, const TensorView& y,
+                        const TensorView& rstd, const AddNormOptions& options = {},
+                        const Execution& execution = {});
+
 }  // namespace glmnorm
 
 #endif  // GLMNORM_ADD_RMS_NORM_H_

@@ -23,6 +23,16 @@ namespace glmnorm {
 void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& y,
              const NormOptions& options = {}, const Execution& execution = {});
 
+// RmsNorm that also writes the per-row multiplier the backward needs
+// (RmsNormBackward's `rstd`, rms_norm_backward.h): rstd[row] = r * prescale,
+// float32, the exact factor the forward multiplied x by (1/sqrt(mean(x^2) +
+// eps); prescale is 1 except for rows rescaled against float32 overflow or
+// underflow, docs/ACCURACY.md). rstd: f32 1-D [rows], any stride, must not
+// overlap the other views. y's bits are RmsNorm's.
+void RmsNormWithRstd(const ConstTensorView& x, const ConstTensorView& gamma,
+                     const TensorView& y, const TensorView& rstd,
+                     const NormOptions& options = {}, const Execution& execution = {});
+
 // Checks the arguments like RmsNorm does, without computing. Throws on error.
 void ValidateRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma,
                      const TensorView& y, const NormOptions& options = {});

@@ -141,6 +141,8 @@ void SameShape(const char* fn, const char* a_name, const BasicTensorView<Pa>& a,
 }
 template void SameShape(const char*, const char*, const ConstTensorView&, const char*,
                         const TensorView&);
+template void SameShape(const char*, const char*, const ConstTensorView&, const char*,
+                        const ConstTensorView&);
 template void SameShape(const char*, const char*, const TensorView&, const char*,
                         const ConstTensorView&);
 template void SameShape(const char*, const char*, const TensorView&, const char*,
@@ -239,5 +241,19 @@ template void NoPartialOverlap(const char*, const char*, const ConstTensorView&,
                                const TensorView&, bool);
 template void NoPartialOverlap(const char*, const char*, const TensorView&, const char*,
                                const TensorView&, bool);
+
+void Rstd(const char* fn, const TensorView& rstd, int64_t rows) {
+  View(fn, "rstd", rstd);
+  if (rstd.rank != 1 || rstd.shape[0] != rows) {
+    Fail(fn, "rstd must be 1-D of length rows " + std::to_string(rows) + ", got shape " +
+                 ShapeString(rstd.shape, rstd.rank));
+  }
+  if (rstd.dtype != DType::kF32) {
+    Fail(fn, "rstd.dtype must be f32, got " + std::string(Name(rstd.dtype)));
+  }
+  if (rows > 1 && rstd.stride[0] == 0) {
+    Fail(fn, "rstd.stride[0] must be >= 1 for " + std::to_string(rows) + " rows, got 0");
+  }
+}
 
 }  // namespace glmnorm::validate

@@ -64,6 +64,10 @@ template <typename Pa, typename Pb>
 void NoPartialOverlap(const char* fn, const char* a_name, const BasicTensorView<Pa>& a,
                       const char* b_name, const BasicTensorView<Pb>& b, bool allow_same);
 
+// The per-row rstd output of a forward (RmsNormWithRstd): f32 1-D [rows],
+// any stride, rows not overlapping (Output).
+void Rstd(const char* fn, const TensorView& rstd, int64_t rows);
+
 std::string ShapeString(const int64_t* shape, int rank);
 
 }  // namespace glmnorm::validate

@@ -35,6 +35,14 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
   const bool gamma_finite =
       !FastPathNeedsFiniteGamma<R, O>(d) || AllFinite(d, gamma, width);
   const bool native_bf16 = g_native_bf16;  // read once, not after every store
+  // The forward's 1/rms for a backward pass, when the caller asked for it.
+  const auto save_rstd = [&job](int64_t row, const InvRms& inv) {
+    if constexpr (requires { job.rstd; }) {
+      if (job.rstd != nullptr) job.rstd[row * job.rstd_stride] = inv.r * inv.prescale;
+    } else {
+      (void)job, (void)row, (void)inv;
+    }
+  };
   for (int64_t row = row_begin; row < row_end; ++row) {
     R* res = static_cast<R*>(job.residual) + job.residual_rows.Offset(row);
     const Dl* del = static_cast<const Dl*>(job.delta) + job.delta_rows.Offset(row);
@@ -69,6 +77,7 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
           HWY_UNLIKELY(NeedsRescale(sum_sq, width, job.p.eps))
               ? RescaledInverseRms(d, width, sum_sq, job.p.eps, h_load, h_load_partial)
               : InvRms{InverseRms(sum_sq, width, job.p.eps), 1.0f, std::isfinite(sum_sq)};
+      save_rstd(row, inv);
       if constexpr (kQuant == 0) {
         O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
         WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
@@ -113,6 +122,7 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
       return s;
     };
     const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
+    save_rstd(row, inv);
     if constexpr (kQuant == 0) {
       O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
       WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {

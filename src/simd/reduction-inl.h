@@ -103,6 +103,50 @@ HWY_INLINE float CanonicalSumOfSquares(D d, size_t width, const Load& load,
   return TreeSumOfLanes(d, total[0]);
 }
 
+// The canonical sum (same order as CanonicalSumOfSquares) of the float32
+// terms of a row: term(d, i) returns the terms i .. i+Lanes-1, and
+// term_partial(d, i, n) the n terms from i with zeros after them. Each index
+// is visited exactly once, in increasing order, so a term functor may have
+// side effects (the norm backward accumulates dgamma there).
+template <class D, class Term, class TermPartial>
+HWY_INLINE float CanonicalSum(D d, size_t width, const Term& term,
+                              const TermPartial& term_partial) {
+  using V = hn::Vec<D>;
+  constexpr size_t N = hn::MaxLanes(d);
+  static_assert(kVirtualLanes % N == 0, "vector wider than the virtual lanes");
+  constexpr size_t K = kVirtualLanes / N;
+  constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
+  V total[K];
+  V block[K];
+  for (size_t k = 0; k < K; ++k) total[k] = hn::Zero(d);
+  size_t base = 0;
+  for (; base + kBlock <= width; base += kBlock) {
+    for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
+    for (size_t c = 0; c < kBlockChunks; ++c) {
+      for (size_t k = 0; k < K; ++k) {
+        block[k] = hn::Add(block[k], term(d, base + c * kVirtualLanes + k * N));
+      }
+    }
+    for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
+  }
+  if (base < width) {
+    for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
+    for (; base + kVirtualLanes <= width; base += kVirtualLanes) {
+      for (size_t k = 0; k < K; ++k) block[k] = hn::Add(block[k], term(d, base + k * N));
+    }
+    for (size_t k = 0; k < K && base + k * N < width; ++k) {
+      const size_t i = base + k * N;
+      const V v = i + N <= width ? term(d, i) : term_partial(d, i, width - i);
+      block[k] = hn::Add(block[k], v);
+    }
+    for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
+  }
+  for (size_t half = K / 2; half >= 1; half /= 2) {
+    for (size_t k = 0; k < half; ++k) total[k] = hn::Add(total[k], total[k + half]);
+  }
+  return TreeSumOfLanes(d, total[0]);
+}
+
 // r = 1 / sqrt(sum / width + eps), float32 like the reference.
 HWY_INLINE float InverseRms(float sum_sq, size_t width, float eps) {
   const float mean = sum_sq / static_cast<float>(width);

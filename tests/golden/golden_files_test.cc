@@ -100,6 +100,35 @@ void CheckQkNormCase(const Case& c) {
                    {"k_out", {DType::kBF16, {batch, seq, num_k, head_dim}}}});
 }
 
+void CheckRmsNormBackwardCase(const Case& c) {
+  const int64_t rows = MetaInt(c, "rows");
+  const int64_t width = MetaInt(c, "width");
+  ASSERT_TRUE(c.Has("x") && c.Has("gamma"));
+  const DType x = c.Get("x").dtype;
+  const DType gamma = c.Get("gamma").dtype;
+  ExpectArrays(c, {{"x", {x, {rows, width}}},
+                   {"gamma", {gamma, {width}}},
+                   {"dy", {Promote(gamma, x), {rows, width}}},
+                   {"dx", {x, {rows, width}}},              // x.grad
+                   {"dgamma", {gamma, {width}}}});          // weight.grad
+}
+
+void CheckAddRmsNormBackwardCase(const Case& c) {
+  const int64_t rows = MetaInt(c, "rows");
+  const int64_t width = MetaInt(c, "width");
+  const Shape act = {rows, width};
+  ExpectArrays(c, {{"h", {DType::kBF16, act}},
+                   {"gamma", {DType::kBF16, {width}}},
+                   {"dy", {DType::kBF16, act}},
+                   {"d_residual_out", {DType::kBF16, act}},
+                   {"d_h", {DType::kBF16, act}},
+                   {"dgamma", {DType::kBF16, {width}}}});
+}
+
+bool IsBackward(const std::string& kind) {
+  return kind.size() > 9 && kind.compare(kind.size() - 9, 9, "_backward") == 0;
+}
+
 TEST(GoldenFilesTest, DirectoryHoldsOnlyCaseFiles) {
   int files = 0;
   for (const auto& f : std::filesystem::directory_iterator(GoldenDir())) {
@@ -113,10 +142,14 @@ TEST(GoldenFilesTest, DirectoryHoldsOnlyCaseFiles) {
 TEST(GoldenFilesTest, RecordsProvenance) {
   const std::vector<std::string> names = AllCaseNames();
   ASSERT_FALSE(names.empty());
-  const nlohmann::json first = LoadCase(names.front()).meta;
+  // The forward cases and the backward cases (make_golden.py --backward-only
+  // rewrites only those) each come from one run of the generator.
+  std::map<bool, nlohmann::json> first;
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     const nlohmann::json m = LoadCase(name).meta;
+    const bool backward = IsBackward(m.at("kind").get<std::string>());
+    if (!first.count(backward)) first[backward] = m;
     EXPECT_EQ(m.at("format"), 2);
     EXPECT_EQ(m.at("generator"), "scripts/make_golden.py");
     EXPECT_FALSE(m.at("torch_version").get<std::string>().empty());
@@ -125,12 +158,15 @@ TEST(GoldenFilesTest, RecordsProvenance) {
     EXPECT_EQ(m.at("module").get<std::string>(),
               "transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeRMSNorm");
     for (const char* key : kProvenanceKeys) {
-      EXPECT_EQ(m.at(key), first.at(key)) << key << " differs between case files";
+      EXPECT_EQ(m.at(key), first[backward].at(key)) << key << " differs between case files";
     }
   }
-  std::cout << "[golden] torch " << first.at("torch_version").get<std::string>()
-            << ", transformers " << first.at("transformers_version").get<std::string>() << ", seed "
-            << first.at("seed") << "\n";
+  for (const auto& [backward, m] : first) {
+    std::cout << "[golden] " << (backward ? "backward" : "forward") << " cases: torch "
+              << m.at("torch_version").get<std::string>() << ", transformers "
+              << m.at("transformers_version").get<std::string>() << ", python "
+              << m.at("python_version").get<std::string>() << ", seed " << m.at("seed") << "\n";
+  }
 }
 
 TEST(GoldenFilesTest, EveryCaseHasTheArraysOfItsKind) {
@@ -147,13 +183,20 @@ TEST(GoldenFilesTest, EveryCaseHasTheArraysOfItsKind) {
       CheckAddRmsNormCase(c);
     } else if (c.kind == "qk_norm") {
       CheckQkNormCase(c);
+    } else if (c.kind == "rms_norm_backward") {
+      CheckRmsNormBackwardCase(c);
+    } else if (c.kind == "add_rms_norm_backward") {
+      CheckAddRmsNormBackwardCase(c);
     } else {
       ADD_FAILURE() << "unknown kind " << c.kind;
     }
     ++num_cases;
   }
-  // 7 rms_norm + 1 add_rms_norm + 1 qk_norm.
-  EXPECT_EQ(num_cases, 9);
+  // 7 rms_norm + 1 add_rms_norm + 1 qk_norm + 3 rms_norm_backward +
+  // 1 add_rms_norm_backward.
+  EXPECT_EQ(num_cases, 13);
+  EXPECT_EQ(CaseNames("rms_norm_backward").size(), 3u);
+  EXPECT_EQ(CaseNames("add_rms_norm_backward").size(), 1u);
   EXPECT_EQ(CaseNames("rms_norm").size(), 7u);
   EXPECT_EQ(CaseNames("add_rms_norm").size(), 1u);
   EXPECT_EQ(CaseNames("qk_norm").size(), 1u);

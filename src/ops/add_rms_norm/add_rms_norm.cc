@@ -56,12 +56,9 @@ AddRmsNormJob MakeAddJob(const TensorView& residual, const ConstTensorView& delt
 }  // namespace detail
 
 namespace {
-constexpr const char* kFn = "AddRmsNorm";
-}  // namespace
-
-void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
-                const ConstTensorView& gamma, const TensorView& y,
-                const AddNormOptions& options, const Execution& execution) {
+void AddRmsNormImpl(const char* kFn, const TensorView& residual, const ConstTensorView& delta,
+                    const ConstTensorView& gamma, const TensorView& y, const TensorView* rstd,
+                    const AddNormOptions& options, const Execution& execution) {
   detail::ValidateAddInputs(kFn, residual, delta, gamma, options);
   validate::Activation(kFn, "y", y);
   validate::SameShape(kFn, "residual", residual, "y", y);
@@ -74,12 +71,37 @@ void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
   validate::NoPartialOverlap(kFn, "delta", delta, "y", y, /*allow_same=*/true);
   validate::NoPartialOverlap(kFn, "gamma", gamma, "y", y, /*allow_same=*/false);
   validate::Output(kFn, "y", y);
+  if (rstd != nullptr) {
+    validate::Rstd(kFn, *rstd, residual.rows());
+    validate::NoPartialOverlap(kFn, "residual", residual, "rstd", *rstd, false);
+    validate::NoPartialOverlap(kFn, "delta", delta, "rstd", *rstd, false);
+    validate::NoPartialOverlap(kFn, "gamma", gamma, "rstd", *rstd, false);
+    validate::NoPartialOverlap(kFn, "y", y, "rstd", *rstd, false);
+  }
   if (validate::Empty(residual)) return;
   AddRmsNormJob job =
       detail::MakeAddJob(residual, delta, gamma, y.data, RowLayout::Of(y), y.dtype, options);
   job.size.bytes_moved = job.size.rows * residual.width() *
                          int64_t(2 * SizeOf(residual.dtype) + SizeOf(delta.dtype) + SizeOf(y.dtype));
+  if (rstd != nullptr) {
+    job.rstd = static_cast<float*>(rstd->data);
+    job.rstd_stride = rstd->stride[0];
+  }
   backend::Run(job, execution);
+}
+}  // namespace
+
+void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
+                const ConstTensorView& gamma, const TensorView& y,
+                const AddNormOptions& options, const Execution& execution) {
+  AddRmsNormImpl("AddRmsNorm", residual, delta, gamma, y, nullptr, options, execution);
+}
+
+void AddRmsNormWithRstd(const TensorView& residual, const ConstTensorView& delta,
+                        const ConstTensorView& gamma, const TensorView& y,
+                        const TensorView& rstd, const AddNormOptions& options,
+                        const Execution& execution) {
+  AddRmsNormImpl("AddRmsNormWithRstd", residual, delta, gamma, y, &rstd, options, execution);
 }
 
 }  // namespace glmnorm

@@ -25,6 +25,8 @@ struct AddRmsNormJob {
   void* y = nullptr;  // y, or q for AddRmsNormQuantJob
   RowLayout y_rows;
   const void* gamma = nullptr;
+  float* rstd = nullptr;  // optional: rstd[row * rstd_stride] = r * prescale
+  int64_t rstd_stride = 0;
 };
 
 template <>

@@ -25,9 +25,11 @@ void ValidateRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma,
   validate::NoPartialOverlap(kFn, "gamma", gamma, "y", y, /*allow_same=*/false);
 }
 
-void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& y,
-             const NormOptions& options, const Execution& execution) {
-  ValidateRmsNorm(x, gamma, y, options);
+namespace {
+
+void RunRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& y,
+                const TensorView* rstd, const NormOptions& options,
+                const Execution& execution) {
   if (validate::Empty(x)) return;
   RmsNormJob job;
   job.p = NormParams::Of(x.dtype, gamma.dtype, y.dtype, x.width(), options);
@@ -38,7 +40,30 @@ void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const Tenso
   job.gamma = gamma.data;
   job.size.rows = x.rows();
   job.size.bytes_moved = job.size.rows * x.width() * int64_t(SizeOf(x.dtype) + SizeOf(y.dtype));
+  if (rstd != nullptr) {
+    job.rstd = static_cast<float*>(rstd->data);
+    job.rstd_stride = rstd->stride[0];
+  }
   backend::Run(job, execution);
+}
+
+}  // namespace
+
+void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const TensorView& y,
+             const NormOptions& options, const Execution& execution) {
+  ValidateRmsNorm(x, gamma, y, options);
+  RunRmsNorm(x, gamma, y, nullptr, options, execution);
+}
+
+void RmsNormWithRstd(const ConstTensorView& x, const ConstTensorView& gamma,
+                     const TensorView& y, const TensorView& rstd, const NormOptions& options,
+                     const Execution& execution) {
+  ValidateRmsNorm(x, gamma, y, options);
+  validate::Rstd("RmsNormWithRstd", rstd, x.rows());
+  validate::NoPartialOverlap("RmsNormWithRstd", "x", x, "rstd", rstd, false);
+  validate::NoPartialOverlap("RmsNormWithRstd", "gamma", gamma, "rstd", rstd, false);
+  validate::NoPartialOverlap("RmsNormWithRstd", "y", y, "rstd", rstd, false);
+  RunRmsNorm(x, gamma, y, &rstd, options, execution);
 }
 
 }  // namespace glmnorm

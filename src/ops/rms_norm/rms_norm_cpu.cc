@@ -81,6 +81,7 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
     };
     const InvRms inv = next;
     if (row + 1 < row_end) next = inv_of(row + 1);
+    if (job.rstd != nullptr) job.rstd[row * job.rstd_stride] = inv.r * inv.prescale;
     WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
       NormalizeRow<T, W, O, kCastThenScale, decltype(may_be_nan)::value>(
           d, width, inv, gamma, job.p.weight_offset, y, stream, load, load_partial);

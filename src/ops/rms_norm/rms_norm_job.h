@@ -16,6 +16,8 @@ struct RmsNormJob {
   void* y = nullptr;
   RowLayout y_rows;
   const void* gamma = nullptr;
+  float* rstd = nullptr;  // optional: rstd[row * rstd_stride] = r * prescale
+  int64_t rstd_stride = 0;
 };
 
 template <>

@@ -1,0 +1,34 @@
+// The backward pass of QkNorm (qk_norm.h) WITHOUT RoPE: the q heads and the k
+// heads of a fused QKV gradient, each head a row of RmsNormBackward
+// (rms_norm_backward.h) with its own gamma, one dgamma for q and one for k.
+//
+// qkv:       the forward's input [tokens, (nq + nk + nv) * head_dim], any row stride
+// dqkv_out:  gradient of the forward's output, same layout and dtype (its q and
+//            k columns are read; its dtype is the forward's output dtype, so
+//            Promote(gamma, qkv) in cast-then-scale mode)
+// dqkv_in:   gradient of the forward's input: its q and k columns are written
+//            in qkv's dtype; v columns are neither read nor written (the
+//            forward passes v through: its gradient is dqkv_out's v columns,
+//            already in place when dqkv_in is dqkv_out). May be dqkv_out.
+// dq_gamma, dk_gamma: 1-D [head_dim] outputs, f32 / bf16 / f16.
+// Deterministic like RmsNormBackward (rows = tokens * heads, in token-major
+// order). rotary_dim must be 0: the backward of the fused RoPE is not
+// implemented (apply the inverse rotation to dqkv_out first).
+#ifndef GLMNORM_QK_NORM_BACKWARD_H_
+#define GLMNORM_QK_NORM_BACKWARD_H_
+
+#include "glmnorm/qk_norm.h"
+#include "glmnorm/rms_norm_backward.h"
+
+namespace glmnorm {
+
+void QkNormBackward(const ConstTensorView& qkv, const ConstTensorView& dqkv_out,
+                    const TensorView& dqkv_in, const QkHeads& heads,
+                    const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
+                    const TensorView& dq_gamma, const TensorView& dk_gamma,
+                    const NormOptions& options = {}, const Workspace& workspace = {},
+                    const Execution& execution = {});
+
+}  // namespace glmnorm
+
+#endif  // GLMNORM_QK_NORM_BACKWARD_H_

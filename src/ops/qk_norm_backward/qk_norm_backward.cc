@@ -1,0 +1,101 @@
+// QkNormBackward front end (qk_norm_backward.h): the q heads and the k heads
+// of the fused QKV gradient as two RmsNormBackward runs over 3-D views
+// [tokens, heads, head_dim] (ops/rms_norm_backward/).
+#include "glmnorm/qk_norm_backward.h"
+
+#include <string>
+#include <type_traits>
+
+#include "core/validate.h"
+#include "ops/rms_norm_backward/rms_norm_backward_job.h"
+
+namespace glmnorm {
+
+namespace {
+
+constexpr const char* kFn = "QkNormBackward";
+
+// Columns [first_head, first_head + heads) * head_dim of a 2-D QKV view as
+// [tokens, heads, head_dim].
+template <typename Ptr>
+BasicTensorView<Ptr> Heads(const BasicTensorView<Ptr>& qkv, int64_t first_head, int64_t heads,
+                           int64_t head_dim) {
+  BasicTensorView<Ptr> v;
+  v.dtype = qkv.dtype;
+  v.rank = 3;
+  v.shape[0] = qkv.shape[0];
+  v.shape[1] = heads;
+  v.shape[2] = head_dim;
+  v.stride[0] = qkv.stride[0];
+  v.stride[1] = head_dim;
+  v.stride[2] = 1;
+  using Byte = std::conditional_t<std::is_const_v<std::remove_pointer_t<Ptr>>, const char, char>;
+  v.data = qkv.data == nullptr
+               ? nullptr
+               : static_cast<Ptr>(static_cast<Byte*>(qkv.data) +
+                                  first_head * head_dim * int64_t(SizeOf(qkv.dtype)));
+  return v;
+}
+
+}  // namespace
+
+void QkNormBackward(const ConstTensorView& qkv, const ConstTensorView& dqkv_out,
+                    const TensorView& dqkv_in, const QkHeads& heads,
+                    const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
+                    const TensorView& dq_gamma, const TensorView& dk_gamma,
+                    const NormOptions& options, const Workspace& workspace,
+                    const Execution& execution) {
+  if (heads.head_dim < 1 || heads.num_q_heads < 0 || heads.num_k_heads < 0 ||
+      heads.num_v_heads < 0) {
+    validate::Fail(kFn, "heads must have head_dim >= 1 and head counts >= 0, got head_dim " +
+                            std::to_string(heads.head_dim));
+  }
+  const int64_t total = int64_t{heads.num_q_heads} + heads.num_k_heads + heads.num_v_heads;
+  for (const auto* v : {&qkv, &dqkv_out}) {
+    const char* name = v == &qkv ? "qkv" : "dqkv_out";
+    validate::Activation(kFn, name, *v);
+    if (v->rank != 2 || v->shape[1] != total * heads.head_dim) {
+      validate::Fail(kFn, std::string(name) + " must be 2-D [tokens, " +
+                              std::to_string(total * heads.head_dim) + "], got shape " +
+                              validate::ShapeString(v->shape, v->rank));
+    }
+  }
+  validate::Activation(kFn, "dqkv_in", dqkv_in);
+  validate::SameShape(kFn, "qkv", qkv, "dqkv_in", dqkv_in);
+  validate::SameShape(kFn, "qkv", qkv, "dqkv_out", dqkv_out);
+  if (dqkv_in.dtype != qkv.dtype) {
+    validate::Fail(kFn, "dqkv_in.dtype must be " + std::string(Name(qkv.dtype)) +
+                            " (qkv's dtype), got " + std::string(Name(dqkv_in.dtype)));
+  }
+  const int64_t hd = heads.head_dim;
+  detail::NormBackwardArgs q, k;
+  q.x = Heads(qkv, 0, heads.num_q_heads, hd);
+  q.dy = Heads(dqkv_out, 0, heads.num_q_heads, hd);
+  q.dx = Heads(dqkv_in, 0, heads.num_q_heads, hd);
+  q.gamma = q_gamma;
+  q.dgamma = dq_gamma;
+  q.x_name = "qkv";
+  q.dy_name = "dqkv_out";
+  q.dx_name = "dqkv_in";
+  q.dgamma_name = "dq_gamma";
+  k = q;
+  k.x = Heads(qkv, heads.num_q_heads, heads.num_k_heads, hd);
+  k.dy = Heads(dqkv_out, heads.num_q_heads, heads.num_k_heads, hd);
+  k.dx = Heads(dqkv_in, heads.num_q_heads, heads.num_k_heads, hd);
+  k.gamma = k_gamma;
+  k.dgamma = dk_gamma;
+  k.dgamma_name = "dk_gamma";
+  detail::ValidateNormBackward(kFn, q, options);
+  detail::ValidateNormBackward(kFn, k, options);
+  // The q columns written must not be the k columns read, and vice versa:
+  // only the same buffer in place, or disjoint buffers.
+  validate::NoPartialOverlap(kFn, "qkv", qkv, "dqkv_in", dqkv_in, false);
+  validate::NoPartialOverlap(kFn, "dqkv_out", dqkv_out, "dqkv_in", dqkv_in, true);
+  validate::NoPartialOverlap(kFn, "dq_gamma", dq_gamma, "dk_gamma", dk_gamma, false);
+  validate::NoPartialOverlap(kFn, "k_gamma", k_gamma, "dq_gamma", dq_gamma, false);
+  validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "dk_gamma", dk_gamma, false);
+  detail::RunNormBackward(kFn, q, options, workspace, execution);
+  detail::RunNormBackward(kFn, k, options, workspace, execution);
+}
+
+}  // namespace glmnorm

@@ -1,0 +1,131 @@
+// QkNormBackward: each q and k head of a fused QKV gradient against the
+// oracle, one dgamma each; v columns untouched; in place; errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "glmnorm/glmnorm.h"
+#include "ops/rms_norm_backward/rms_norm_backward_test_util.h"
+#include "reference/reference.h"
+#include "support/test_support.h"
+
+namespace glmnorm {
+namespace {
+
+using test::Buffer;
+
+// The heads [first, first + n) of a 2-D QKV view as [tokens, n, head_dim].
+template <typename Ptr>
+BasicTensorView<Ptr> HeadsView(Ptr data, DType t, int64_t tokens, int64_t row_stride,
+                               int64_t first, int64_t n, int64_t hd) {
+  BasicTensorView<Ptr> v;
+  v.data = static_cast<Ptr>(static_cast<std::conditional_t<
+                                std::is_const_v<std::remove_pointer_t<Ptr>>, const char, char>*>(
+                                data) +
+                            first * hd * SizeOf(t));
+  v.dtype = t;
+  v.rank = 3;
+  v.shape[0] = tokens, v.shape[1] = n, v.shape[2] = hd;
+  v.stride[0] = row_stride, v.stride[1] = hd, v.stride[2] = 1;
+  return v;
+}
+
+TEST(QkNormBackward, HeadsOfAFusedBufferEveryTarget) {
+  test::Seed();
+  bwdtest::Totals totals;
+  test::ForEachTarget([&](const char* target) {
+    for (DType t : {DType::kBF16, DType::kF32, DType::kF16}) {
+      for (Rounding rounding : {Rounding::kCastThenScale, Rounding::kSingle}) {
+        const QkHeads heads{12, 2, 2, 128};
+        const int64_t tokens = 70, hd = heads.head_dim;
+        const int64_t width = (12 + 2 + 2) * hd, stride = width + 24;  // padded rows
+        NormOptions opt;
+        opt.rounding = rounding;
+        Buffer qkv(t, tokens * stride), dout(t, tokens * stride), din(t, tokens * stride),
+            qg(t, hd), kg(t, hd), dqg(DType::kF32, hd), dkg(DType::kF32, hd);
+        bwdtest::FillRows(qkv, tokens, stride);
+        bwdtest::FillRows(dout, tokens, stride);
+        test::FillGamma(qg);
+        test::FillGamma(kg);
+        for (size_t i = 0; i < din.size; ++i) din.Set(i, 768.0);
+        const auto qkvv = Rows<const void*>(qkv.data(), t, tokens, width, stride);
+        const auto doutv = Rows<const void*>(dout.data(), t, tokens, width, stride);
+        const auto dinv = Rows<void*>(din.data(), t, tokens, width, stride);
+        const auto qgv = Contiguous<const void*>(qg.data(), t, {hd});
+        const auto kgv = Contiguous<const void*>(kg.data(), t, {hd});
+        QkNormBackward(qkvv, doutv, dinv, heads, qgv, kgv,
+                       Contiguous<void*>(dqg.data(), DType::kF32, {hd}),
+                       Contiguous<void*>(dkg.data(), DType::kF32, {hd}), opt);
+        const std::string what = std::string(target) + " " + std::string(Name(t)) +
+                                 (rounding == Rounding::kSingle ? " single" : " cast");
+        const int64_t first[2] = {0, 12}, count[2] = {12, 2};
+        Buffer* dgs[2] = {&dqg, &dkg};
+        const ConstTensorView gs[2] = {qgv, kgv};
+        for (int k = 0; k < 2; ++k) {
+          const auto xv = HeadsView<const void*>(qkv.data(), t, tokens, stride, first[k], count[k], hd);
+          const auto dyv = HeadsView<const void*>(dout.data(), t, tokens, stride, first[k], count[k], hd);
+          const auto dxv = HeadsView<const void*>(din.data(), t, tokens, stride, first[k], count[k], hd);
+          const auto ref = reference::RmsNormBackward(xv, gs[k], dyv, opt);
+          bwdtest::CheckAgainstOracle(
+              ref, dxv, Contiguous<const void*>(dgs[k]->data(), DType::kF32, {hd}),
+              what + (k ? " k" : " q"), totals);
+        }
+        // v columns and the row padding untouched.
+        int64_t touched = 0;
+        for (int64_t tok = 0; tok < tokens; ++tok) {
+          for (int64_t i = 14 * hd; i < stride; ++i) touched += din.Get(tok * stride + i) != 768.0;
+        }
+        EXPECT_EQ(touched, 0) << what << ": wrote v columns or padding";
+        // In place over dqkv_out: the same q/k bits.
+        Buffer d2 = dout;
+        const auto d2v = Rows<void*>(d2.data(), t, tokens, width, stride);
+        QkNormBackward(qkvv, AsConst(d2v), d2v, heads, qgv, kgv,
+                       Contiguous<void*>(dqg.data(), DType::kF32, {hd}),
+                       Contiguous<void*>(dkg.data(), DType::kF32, {hd}), opt);
+        int64_t differ = 0;
+        for (int64_t tok = 0; tok < tokens; ++tok) {
+          differ += std::memcmp(static_cast<char*>(d2.data()) + tok * stride * SizeOf(t),
+                                static_cast<char*>(din.data()) + tok * stride * SizeOf(t),
+                                14 * hd * SizeOf(t)) != 0;
+        }
+        EXPECT_EQ(differ, 0) << what << ": in place differs";
+      }
+    }
+  });
+  totals.ExpectBars("QkNormBackward");
+}
+
+TEST(QkNormBackward, Errors) {
+  const QkHeads heads{2, 1, 1, 4};
+  Buffer qkv(DType::kBF16, 32), d(DType::kBF16, 32), g(DType::kBF16, 4), dg(DType::kF32, 8);
+  const auto qv = Rows<const void*>(qkv.data(), DType::kBF16, 2, 16, 16);
+  const auto dv = Rows<void*>(d.data(), DType::kBF16, 2, 16, 16);
+  const auto gv = Contiguous<const void*>(g.data(), DType::kBF16, {4});
+  const auto dq = Contiguous<void*>(dg.data(), DType::kF32, {4});
+  const auto dk = Contiguous<void*>(static_cast<float*>(dg.data()) + 4, DType::kF32, {4});
+  const auto expect = [](const std::function<void()>& call, const std::string& fragment) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected " << fragment;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("QkNormBackward: " + fragment));
+    }
+  };
+  expect([&] { QkNormBackward(qv, AsConst(dv), dv, QkHeads{2, 1, 2, 4}, gv, gv, dq, dk); },
+         "qkv must be 2-D [tokens, 20], got shape [2, 16]");
+  expect([&] { QkNormBackward(qv, AsConst(dv), dv, heads, gv, gv, dq, dq); },
+         "dk_gamma must not be the same memory as dq_gamma");
+  expect([&] {
+    QkNormBackward(qv, AsConst(dv), dv, heads, gv, gv, dq,
+                   Contiguous<void*>(static_cast<float*>(dg.data()) + 4, DType::kF32, {3}));
+  }, "dk_gamma length must equal the width 4, got 3");
+  expect([&] {
+    QkNormBackward(qv, AsConst(dv), Rows<void*>(d.data(), DType::kF32, 2, 16, 16), heads, gv, gv,
+                   dq, dk);
+  }, "dqkv_in");
+}
+
+}  // namespace
+}  // namespace glmnorm

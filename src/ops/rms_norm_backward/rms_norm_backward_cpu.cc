@@ -1,0 +1,264 @@
+// The norm backward's CPU kernels, compiled once per SIMD target
+// (foreach_target) and dispatched at run time: per block of rows, dx and the
+// block's float32 dgamma partial; then the ordered sum of the partials.
+// The maths is rms_norm_backward.h's; every operation is an explicit Mul or
+// Add (never MulAdd), the row sum is the canonical reduction, and the dgamma
+// sums are per column in row order: every target gives the same bits.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/rms_norm_backward/rms_norm_backward_cpu.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "ops/rms_norm_backward/rms_norm_backward_job.h"
+#include "simd/convert-inl.h"
+#include "simd/norm_row-inl.h"
+#include "simd/reduction-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glmnorm {
+namespace HWY_NAMESPACE {
+
+// Loads n values of a runtime float dtype as float32 (zeros after them).
+template <class D>
+HWY_INLINE hn::Vec<D> LoadAny(D d, DType t, const void* p, size_t n) {
+  const bool full = n == hn::MaxLanes(d);
+  switch (t) {
+    case DType::kBF16: {
+      const BF16* q = static_cast<const BF16*>(p);
+      return full ? LoadF32(d, q) : LoadF32Partial(d, q, n);
+    }
+    case DType::kF16: {
+      const F16* q = static_cast<const F16*>(p);
+      return full ? LoadF32(d, q) : LoadF32Partial(d, q, n);
+    }
+    default: {
+      const float* q = static_cast<const float*>(p);
+      return full ? LoadF32(d, q) : LoadF32Partial(d, q, n);
+    }
+  }
+}
+
+// Stores n lanes rounded to a runtime float dtype.
+template <class D>
+HWY_INLINE void StoreAny(D d, hn::Vec<D> v, DType t, void* p, size_t n) {
+  const bool full = n == hn::MaxLanes(d);
+  switch (t) {
+    case DType::kBF16: {
+      BF16* q = static_cast<BF16*>(p);
+      return full ? StoreF32As(d, v, q) : StoreF32AsPartial(d, v, q, n);
+    }
+    case DType::kF16: {
+      F16* q = static_cast<F16*>(p);
+      return full ? StoreF32As(d, v, q) : StoreF32AsPartial(d, v, q, n);
+    }
+    default: {
+      float* q = static_cast<float*>(p);
+      return full ? StoreF32As(d, v, q) : StoreF32AsPartial(d, v, q, n);
+    }
+  }
+}
+
+// One block of rows. T: x's dtype, W: gamma's, Dy: dy's, Dx: dx's.
+template <typename T, typename W, typename Dy, typename Dx, bool kCastThenScale>
+void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  constexpr size_t N = hn::MaxLanes(d);
+  const size_t width = static_cast<size_t>(job.p.width);
+  const W* gamma = static_cast<const W*>(job.gamma);
+  const float offset = job.p.weight_offset;
+  const bool has_offset = offset != 0.0f;
+  const V voff = hn::Set(d, offset);
+  float* HWY_RESTRICT partial = job.partials + block * job.partial_stride;
+  // The row's xf and dh, kept from pass A for pass B (float32: exact).
+  float* HWY_RESTRICT xf_row = job.scratch + block * 2 * job.partial_stride;
+  float* HWY_RESTRICT dh_row = xf_row + job.partial_stride;
+  // The partial rows are padded to a multiple of 16 floats: whole vectors
+  // may be loaded and stored there even at the tail of a row.
+  std::memset(partial, 0, sizeof(float) * static_cast<size_t>(job.partial_stride));
+  const int64_t row_begin = block * kDGammaRowBlock;
+  const int64_t row_end = std::min(job.rows, row_begin + kDGammaRowBlock);
+  const size_t dres_size = SizeOf(job.dx_type), dx2_size = SizeOf(job.dx2_type);
+  // Streaming stores only where a vector of Dx is at least 16 bytes:
+  // Highway 1.0.3's Stream of a narrower vector (bf16 on SSE4: 8 bytes)
+  // writes 16 bytes (_mm_stream_si128), past the vector and with 16-byte
+  // alignment required.
+  constexpr bool kCanStream = N * sizeof(Dx) >= 16;
+  const bool stream =
+      kCanStream && job.rows * job.p.width * int64_t{sizeof(Dx)} >= cpu::kStreamMinBytes;
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
+    const Dy* dy = static_cast<const Dy*>(job.dy) + job.dy_rows.Offset(row);
+    Dx* dx = static_cast<Dx*>(job.dx) + job.dx_rows.Offset(row);
+    const auto load_x = [x](auto dd, size_t i) { return LoadF32(dd, x + i); };
+    const auto load_x_partial = [x](auto dd, size_t i, size_t n) {
+      return LoadF32Partial(dd, x + i, n);
+    };
+    InvRms inv;
+    if (job.rstd != nullptr) {
+      inv = {job.rstd[row * job.rstd_stride], 1.0f, true};
+    } else {
+      inv = RowInverseRms(d, width, job.p.eps, load_x, load_x_partial);
+    }
+    // rr: the derivative of x_i * prescale * r with respect to x_i.
+    const float rr = inv.r * inv.prescale;
+    const V vr = hn::Set(d, inv.r);
+    const V vpre = hn::Set(d, inv.prescale);
+    const V vrr = hn::Set(d, rr);
+    // xf (the unrounded normalised value, as the forward computes it) and dh.
+    const auto xf_of = [&](V xv) { return hn::Mul(hn::Mul(xv, vpre), vr); };
+    const auto dh_of = [&](V dyv, V g) {
+      if (has_offset) g = hn::Add(g, voff);
+      const V p = hn::Mul(dyv, g);
+      if constexpr (kCastThenScale) {
+        return RoundTo<Dy>(d, p);
+      } else {
+        return p;
+      }
+    };
+    // Pass A: the canonical sum of dh * xf; on the way, the dgamma terms.
+    const auto term = [&](auto dd, size_t i, size_t n, V xv, V dyv, V g) {
+      const V xf = xf_of(xv);
+      V gterm;
+      if constexpr (kCastThenScale) {
+        gterm = RoundTo<Dy>(dd, hn::Mul(dyv, RoundTo<T>(dd, xf)));
+      } else {
+        gterm = hn::Mul(dyv, xf);
+      }
+      (void)n;
+      hn::Store(hn::Add(hn::Load(dd, partial + i), gterm), dd, partial + i);
+      const V dh = dh_of(dyv, g);
+      hn::Store(xf, dd, xf_row + i);
+      hn::Store(dh, dd, dh_row + i);
+      return hn::Mul(dh, xf);
+    };
+    const float s = CanonicalSum(
+        d, width,
+        [&](auto dd, size_t i) {
+          return term(dd, i, N, LoadF32(dd, x + i), LoadF32(dd, dy + i),
+                      LoadF32(dd, gamma + i));
+        },
+        [&](auto dd, size_t i, size_t n) {
+          return term(dd, i, n, LoadF32Partial(dd, x + i, n), LoadF32Partial(dd, dy + i, n),
+                      LoadF32Partial(dd, gamma + i, n));
+        });
+    const V vc = hn::Set(d, s / static_cast<float>(width));
+    // Pass B: dx = rr * (dh - xf * c) [+ dres].
+    const char* dres = job.dres == nullptr
+                           ? nullptr
+                           : static_cast<const char*>(job.dres) +
+                                 job.dres_rows.Offset(row) * static_cast<int64_t>(dres_size);
+    char* dx2 = job.dx2 == nullptr ? nullptr
+                                   : static_cast<char*>(job.dx2) +
+                                         job.dx2_rows.Offset(row) * static_cast<int64_t>(dx2_size);
+    const auto value = [&](size_t i) {
+      return hn::Mul(vrr,
+                     hn::Sub(hn::LoadU(d, dh_row + i), hn::Mul(hn::LoadU(d, xf_row + i), vc)));
+    };
+    size_t i = 0;
+    if (dres == nullptr && dx2 == nullptr) {
+      // The plain RmsNormBackward loop: no per-vector checks. Large outputs
+      // go out with streaming stores from the first vector-aligned element
+      // of dx (as the forward's, rms_norm_cpu.cc): no read of each dx line.
+      if (stream) {
+        constexpr size_t kVecBytes = N * sizeof(Dx);
+        const size_t mis = reinterpret_cast<uintptr_t>(dx) % kVecBytes;
+        const size_t head = std::min(width, mis == 0 ? size_t{0} : (kVecBytes - mis) / sizeof(Dx));
+        if (head != 0) {
+          StoreF32AsPartial(d, value(0), dx, head);
+          i = head;
+        }
+        for (; i + N <= width; i += N) StoreF32As<true, true>(d, value(i), dx + i);
+      } else {
+        for (; i + N <= width; i += N) StoreF32As(d, value(i), dx + i);
+      }
+    }
+    for (; i < width; i += N) {
+      const size_t n = std::min(N, width - i);
+      V v = value(i);
+      if (dres != nullptr) {
+        if (job.round_before_dres) v = RoundTo<Dx>(d, v);
+        v = hn::Add(v, LoadAny(d, job.dx_type, dres + i * dres_size, n));
+      }
+      if (n == N) {
+        StoreF32As(d, v, dx + i);
+      } else {
+        StoreF32AsPartial(d, v, dx + i, n);
+      }
+      if (dx2 != nullptr) StoreAny(d, v, job.dx2_type, dx2 + i * dx2_size, n);
+    }
+  }
+  if (stream) hwy::FlushStream();
+}
+
+template <typename T, typename W, typename Dy, typename Dx, bool kCast>
+HWY_NOINLINE void BackwardBlocksTyped(const RmsNormBackwardJob& job, int64_t b0, int64_t b1) {
+  for (int64_t b = b0; b < b1; ++b) BackwardBlock<T, W, Dy, Dx, kCast>(job, b);
+}
+
+void RmsNormBackwardBlocks(const RmsNormBackwardJob& job, int64_t block_begin,
+                           int64_t block_end) {
+  const NormParams& p = job.p;
+  WithFloatType(p.x_type, [&](auto t_tag) {
+    using T = typename decltype(t_tag)::type;
+    WithFloatType(p.w_type, [&](auto w_tag) {
+      using W = typename decltype(w_tag)::type;
+      const auto with_dx = [&](auto dy_tag, auto cast) {
+        using Dy = typename decltype(dy_tag)::type;
+        constexpr bool kCast = decltype(cast)::value;
+        if (job.dx_type == DType::kF32) {
+          BackwardBlocksTyped<T, W, Dy, float, kCast>(job, block_begin, block_end);
+        } else {
+          BackwardBlocksTyped<T, W, Dy, T, kCast>(job, block_begin, block_end);
+        }
+      };
+      if (p.rounding == Rounding::kCastThenScale) {
+        with_dx(std::type_identity<PromotedT<W, T>>{}, std::true_type{});
+      } else if (p.y_type == DType::kF32) {
+        with_dx(std::type_identity<float>{}, std::false_type{});
+      } else {
+        with_dx(std::type_identity<T>{}, std::false_type{});
+      }
+    });
+  });
+}
+
+// dgamma[j] = sum over blocks, in block order, of partials[b][j]: per column
+// a sequential float32 sum, the same on every target.
+void ReduceDGamma(const DGammaReduceJob& job) {
+  const hn::ScalableTag<float> d;
+  constexpr size_t N = hn::MaxLanes(d);
+  const size_t width = static_cast<size_t>(job.width);
+  for (size_t j = 0; j < width; j += N) {
+    auto acc = hn::Zero(d);
+    for (int64_t b = 0; b < job.blocks; ++b) {
+      acc = hn::Add(acc, hn::Load(d, job.partials + b * job.partial_stride + j));
+    }
+    const size_t n = std::min(N, width - j);
+    StoreAny(d, acc, job.dgamma_type,
+             static_cast<char*>(job.dgamma) + j * SizeOf(job.dgamma_type), n);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glmnorm
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace glmnorm {
+HWY_EXPORT(RmsNormBackwardBlocks);
+HWY_EXPORT(ReduceDGamma);
+void OpKernels<RmsNormBackwardJob>::CpuRows(const RmsNormBackwardJob& job, int64_t block_begin,
+                                            int64_t block_end) {
+  HWY_DYNAMIC_DISPATCH(RmsNormBackwardBlocks)(job, block_begin, block_end);
+}
+void CpuReduceDGamma(const DGammaReduceJob& job) { HWY_DYNAMIC_DISPATCH(ReduceDGamma)(job); }
+}  // namespace glmnorm
+#endif  // HWY_ONCE

@@ -1,0 +1,87 @@
+// The backward jobs of the norms (rms_norm_backward.cc, and the add and QK
+// front ends in ops/add_rms_norm_backward/, ops/qk_norm_backward/), run by
+// rms_norm_backward_cpu.cc.
+#ifndef GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_JOB_H_
+#define GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_JOB_H_
+
+#include <cstdint>
+
+#include "core/job.h"
+#include "glmnorm/rms_norm_backward.h"
+
+namespace glmnorm {
+
+// Pass 1, per block of kDGammaRowBlock rows: dx of each row and the block's
+// float32 dgamma partial. size.rows counts BLOCKS (the unit of the thread
+// split), so a block is always computed whole by one task.
+// p.x_type is T, p.y_type is dy's dtype.
+struct RmsNormBackwardJob {
+  JobSize size;
+  NormParams p;
+  int64_t rows = 0;  // rows of x
+  const void* x = nullptr;
+  RowLayout x_rows;
+  const void* dy = nullptr;
+  RowLayout dy_rows;
+  void* dx = nullptr;
+  DType dx_type = DType::kF32;
+  RowLayout dx_rows;
+  // Optional (null): added to dx before its rounding (AddRmsNormBackward's
+  // d_residual_out), dtype dx_type.
+  const void* dres = nullptr;
+  RowLayout dres_rows;
+  // Cast-then-scale (torch's order): dx is rounded to dx_type before dres is
+  // added (autograd's x.grad of the norm is a tensor of h's dtype, and the
+  // add is a second op); single rounding: one rounding of the float32 sum.
+  bool round_before_dres = false;
+  // Optional (null): a second copy of dx in its own dtype (d_delta).
+  void* dx2 = nullptr;
+  DType dx2_type = DType::kF32;
+  RowLayout dx2_rows;
+  const void* gamma = nullptr;
+  const float* rstd = nullptr;  // optional: rstd[row * rstd_stride]
+  int64_t rstd_stride = 0;
+  float* partials = nullptr;    // blocks x partial_stride floats, 64-byte aligned
+  int64_t partial_stride = 0;   // width rounded up to 16
+  float* scratch = nullptr;     // blocks x 2 x partial_stride floats: a row's xf and dh
+};
+
+// Pass 2: dgamma[j] = dG(sum over blocks b, in order, of partials[b][j]).
+struct DGammaReduceJob {
+  const float* partials = nullptr;
+  int64_t blocks = 0;
+  int64_t partial_stride = 0;
+  int64_t width = 0;
+  void* dgamma = nullptr;
+  DType dgamma_type = DType::kF32;
+};
+
+template <>
+struct OpKernels<RmsNormBackwardJob> {
+  static void CpuRows(const RmsNormBackwardJob& job, int64_t block_begin, int64_t block_end);
+};
+
+void CpuReduceDGamma(const DGammaReduceJob& job);
+
+namespace detail {
+
+// The checks and the run shared by the three backward front ends. `fn` names
+// the public function in error messages. x and dy may be 2-D to 4-D (QK heads
+// are 3-D views). dres / dx2 are rank 0 when absent.
+struct NormBackwardArgs {
+  ConstTensorView x, gamma, dy, dres, rstd;
+  TensorView dx, dx2, dgamma;
+  const char* x_name = "x";
+  const char* dy_name = "dy";
+  const char* dx_name = "dx";
+  const char* dgamma_name = "dgamma";
+};
+void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormOptions& options);
+// Runs validated arguments (call ValidateNormBackward first).
+void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOptions& options,
+                     const Workspace& workspace, const Execution& execution);
+
+}  // namespace detail
+}  // namespace glmnorm
+
+#endif  // GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_JOB_H_
