@@ -360,6 +360,8 @@ def _rms_norm_setup(ctx, inputs, output):
 
 
 def _rms_norm_backward(ctx, dy):
+    if dy is None:
+        return None, None, None, None, None
     x, weight = ctx.saved_tensors
     dx, dweight = torch.ops.glmnorm.rms_norm_backward(x, weight, dy.contiguous(), *ctx.args)
     return dx, dweight, None, None, None
@@ -374,6 +376,8 @@ def _qk_norm_setup(ctx, inputs, output):
 
 
 def _qk_norm_backward(ctx, dout):
+    if dout is None:
+        return (None,) * 14
     qkv, qw, kw = ctx.saved_tensors
     nq, nk, nv, hd, eps, rounding, offset = ctx.args
     dqkv, dq, dk = torch.ops.glmnorm.qk_norm_backward(qkv, qw, kw, dout.contiguous(), nq, nk,

@@ -372,6 +372,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     static const auto op = c10::Dispatcher::singleton()
                                .findSchemaOrThrow("glmnorm::rms_norm_backward", "")
                                .typed<decltype(RmsNormBackward)>();
+    if (!grads[0].defined()) return variable_list(5);  // no gradient reached y
     const variable_list saved = ctx->get_saved_variables();
     const std::string rounding = ctx->saved_data["rounding"].toStringRef();
     auto [dx, dweight] = op.call(saved[0], saved[1], grads[0].contiguous(),
@@ -422,6 +423,7 @@ class QkNormFunction : public torch::autograd::Function<QkNormFunction> {
     static const auto op = c10::Dispatcher::singleton()
                                .findSchemaOrThrow("glmnorm::qk_norm_backward", "")
                                .typed<decltype(QkNormBackward)>();
+    if (!grads[0].defined()) return variable_list(10);
     const variable_list saved = ctx->get_saved_variables();
     const std::vector<int64_t> h = ctx->saved_data["heads"].toIntVector();
     const std::string rounding = ctx->saved_data["rounding"].toStringRef();
