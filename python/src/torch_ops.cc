@@ -19,6 +19,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -300,6 +301,20 @@ std::tuple<at::Tensor, at::Tensor> RmsNormBackward(const at::Tensor& x, const at
                              View<const void*>(dy, "dy"), View<void*>(dx, "dx"),
                              View<void*>(dweight, "dweight"),
                              Options(eps, rounding, weight_offset));
+    if (rounding == "cast-then-scale" && weight.scalar_type() != x.scalar_type()) {
+      // Mixed dtypes (float32 weight, 16-bit x; y float32): torch autograd
+      // rounds the gradient of the normalised value h = T(x * r) to x's dtype T
+      // (the engine casts a gradient to its input's dtype), where the kernel
+      // keeps dh = dy * g in float32 (dy's dtype). dweight above is torch's;
+      // dx is recomputed with dh = T(dy * g) and a unit gamma of dtype T.
+      at::Tensor dh = dy.to(at::kFloat).mul(weight.to(at::kFloat).add(weight_offset))
+                          .to(x.scalar_type());
+      at::Tensor ones = at::ones(weight.sizes(), x.options());
+      at::Tensor unused = at::empty(weight.sizes(), x.options());
+      glmnorm::RmsNormBackward(View<const void*>(x, "x"), View<const void*>(ones, "weight"),
+                               View<const void*>(dh, "dy"), View<void*>(dx, "dx"),
+                               View<void*>(unused, "dweight"), Options(eps, rounding, 0.0));
+    }
   } catch (const glmnorm::Error& e) {
     Rethrow(e);
   }
