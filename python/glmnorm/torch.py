@@ -265,8 +265,9 @@ def _py_rms_norm_backward(x, weight, dy, eps=1e-5, rounding="cast-then-scale",
         # torch autograd rounds dh = dy * g to x's dtype here (see torch_ops.cc)
         dh = (dy.float() * (weight.float() + weight_offset)).to(x.dtype)
         ones = torch.ones(weight.shape, dtype=x.dtype)
+        unused = torch.empty_like(ones)  # held: the kernel writes it
         _ext.rms_norm_backward(_d(x, "x"), _d(ones, "weight"), _d(dh, "dy"), _d(dx, "dx"),
-                               _d(torch.empty_like(ones), "dweight"), _EMPTY, eps, 0, 0.0)
+                               _d(unused, "dweight"), _EMPTY, eps, 0, 0.0)
     return dx, dweight
 
 
