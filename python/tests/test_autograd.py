@@ -74,19 +74,19 @@ def _ulp_f32(a, b):
     return (ordered(a) - ordered(b)).abs()
 
 
-# bf16 against Transformers' autograd (measured over many seeds, docs/PYTHON.md): dx
-# bit-identical in >= 99% of elements and never more than a few ulp apart (the two sum
-# (dh * xf) in different float32 orders; where the row's correction term cancels, a bf16
-# result near a rounding midpoint flips); dweight sums over rows in a different order, so
-# 1-ulp flips of the final bf16 rounding.
-BF16_DX_SAME = 0.99
-BF16_DX_MAX_ULP = 8
-BF16_DW_MAX_ULP = 2
+# bf16 against Transformers' autograd. Measured (seeds 1-6 and others, 61,440 elements
+# each): dx bit-identical in 0.99995-1.0 of the elements, never more than 1 ulp apart (the two
+# sum (dh * xf) in different float32 orders; a bf16 result near a rounding midpoint flips);
+# dweight bit-identical. Bounds with margin:
+BF16_DX_SAME = 0.999
+BF16_DX_MAX_ULP = 2
+BF16_DW_MAX_ULP = 1
 # float32: element error relative to the row's largest |dx| (dx_i = r * (dh_i - xf_i * c)
-# cancels, so per-element ulps are not meaningful on small elements), and dweight
-# relative to its largest element.
-F32_DX_REL = 1e-5
-F32_DW_REL = 1e-5
+# cancels, so per-element ulps mean nothing on small elements: thousands of ulps there),
+# and dweight relative to its largest element. Measured: dx 1.8e-7 to 2.4e-7, dweight
+# 1.6e-7 to 2.5e-7.
+F32_DX_REL = 1e-6
+F32_DW_REL = 1e-6
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
@@ -243,10 +243,10 @@ def test_package_backward_functions(gen):
 def test_package_add_rms_norm_backward_matches_torch(gen):
     """residual + delta then Glm4MoeRMSNorm, with a gradient arriving on the residual too:
     torch autograd vs glmnorm.add_rms_norm_backward (bf16, close: summation orders)."""
-    r, d = rows(gen, (8, 256), torch.bfloat16), rows(gen, (8, 256), torch.bfloat16)
+    r, d = rows(gen, (64, 256), torch.bfloat16), rows(gen, (64, 256), torch.bfloat16)
     w = gammas(gen, 256, torch.bfloat16)
-    dy = _unit(gen, (8, 256)).to(torch.bfloat16)
-    dres = _unit(gen, (8, 256)).to(torch.bfloat16)
+    dy = _unit(gen, (64, 256)).to(torch.bfloat16)
+    dres = _unit(gen, (64, 256)).to(torch.bfloat16)
     rr, dd = r.clone().requires_grad_(), d.clone().requires_grad_()
     m = Glm4MoeRMSNorm(256, eps=1e-5)
     m.weight = torch.nn.Parameter(w.clone())
@@ -281,12 +281,14 @@ def _loss(model, ids):
     return model(ids, labels=ids).loss
 
 
-# float32: the patched model differs from the unpatched one only by the norms' float32
-# summation orders (a few ulp in y, ~1e-6 relative in the gradients), which the layers carry
-# on; one step's gradients agree within rtol 1e-3 / atol 1e-5 * max |grad| of the tensor,
-# and 4 AdamW steps' losses within 1e-4 relative.
+# float32 (bf16 training would compare rounding noise of every other op amplified by the
+# norms' rare 1-ulp flips, not glmnorm's gradients): the patched model differs from the
+# unpatched one only by the norms' float32 summation orders (a few ulp in y, ~2e-7 relative
+# in dx), which the layers carry on. Measured (seeds 1-6): the worst parameter's gradient
+# differs by 1.1e-6 to 2.1e-6 of its largest element; the 4 AdamW losses agree to ~1e-7
+# relative. Bounds: rtol 1e-3 with atol 1e-5 * max |grad| per tensor; losses 1e-5 relative.
 TRAIN_GRAD_RTOL = 1e-3
-TRAIN_LOSS_RTOL = 1e-4
+TRAIN_LOSS_RTOL = 1e-5
 
 
 def test_patched_tiny_model_trains_like_the_unpatched_one():
