@@ -374,12 +374,10 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
       at::AutoDispatchBelowADInplaceOrView guard;
       y = op.call(x, weight, eps, rounding, weight_offset);
     }
-    if (ctx != nullptr) {  // nullptr: the forward-only call of RmsNormAutograd
-      ctx->save_for_backward({x, weight});
-      ctx->saved_data["eps"] = eps;
-      ctx->saved_data["rounding"] = std::string(rounding.data(), rounding.size());
-      ctx->saved_data["weight_offset"] = weight_offset;
-    }
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["rounding"] = std::string(rounding.data(), rounding.size());
+    ctx->saved_data["weight_offset"] = weight_offset;
     return y;
   }
 
@@ -397,10 +395,15 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   }
 };
 
-at::Tensor RmsNormAutograd(const at::Tensor& x, const at::Tensor& weight, double eps,
-                           c10::string_view rounding, double weight_offset) {
-  if (!AnyRequiresGrad({&x, &weight})) {  // forward only: no graph node
-    return RmsNormFunction::forward(nullptr, x, weight, eps, rounding, weight_offset);
+at::Tensor RmsNormAutograd(c10::DispatchKeySet keys, const at::Tensor& x,
+                           const at::Tensor& weight, double eps, c10::string_view rounding,
+                           double weight_offset) {
+  if (!AnyRequiresGrad({&x, &weight})) {  // forward only: straight below autograd
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("glmnorm::rms_norm", "")
+                               .typed<decltype(RmsNorm)>();
+    return op.redispatch(keys & c10::after_autograd_keyset, x, weight, eps, rounding,
+                         weight_offset);
   }
   return RmsNormFunction::apply(x, weight, eps, rounding, weight_offset);
 }
