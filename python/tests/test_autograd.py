@@ -232,6 +232,13 @@ def test_package_backward_functions(gen):
     dy2 = dy.clone()
     out, _ = glmnorm.rms_norm_backward(x, w, dy2, out=dy2)
     assert out is dy2 and torch.equal(bits(dy2), bits(dx))
+    # rstd given (here torch's float32 1/rms, which may differ from the forward's in the last
+    # bit): dx within 1 ulp of the recomputing call
+    rstd = torch.rsqrt(x.float().pow(2).mean(-1) + 1e-5)
+    dx_r, dw_r = glmnorm.rms_norm_backward(x, w, dy, rstd=rstd)
+    assert int(ulp_bf16(dx_r, dx).max()) <= 1 and int(ulp_bf16(dw_r, dw).max()) <= 1
+    with pytest.raises(ValueError):
+        glmnorm.rms_norm_backward(x, w, dy, rstd=rstd[:3])
     with pytest.raises(ValueError, match="width"):
         glmnorm.rms_norm_backward(x, w[:128], dy)
     with pytest.raises(TypeError):
