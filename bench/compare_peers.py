@@ -11,7 +11,10 @@ tokens x 104 heads x 128 for the QK-norm), bf16 and float32, 1 thread and all co
   torch.compile     torch.compile of the Transformers module (inductor, CPU)
   onnxruntime       RMSNormalization (opset 23) where ONNX Runtime has a CPU kernel for
                     the dtype, else com.microsoft SimplifiedLayerNormalization
-The fused residual add (add_rms_norm): glmnorm.add_rms_norm, the decoder layer's
+The backward (rms_norm_bwd, dx and dweight given dy): glmnorm.rms_norm_backward and the torch
+op against torch autograd through the Transformers module, eager and torch.compile'd
+(forward + backward there: see backward_case); "same" compares dx. The fused residual add
+(add_rms_norm): glmnorm.add_rms_norm, the decoder layer's
 "residual + delta, then the module" in eager and compiled PyTorch, and ONNX Runtime's
 SkipSimplifiedLayerNormalization.
 
@@ -241,6 +244,40 @@ def add_case(tokens, width, dtype, threads, args, gen):
     return shape, nbytes, ref, results
 
 
+def backward_case(tokens, width, dtype, threads, args, gen):
+    """The backward of the norm: dx and dweight given dy (training). Peers: torch autograd
+    through the Transformers module, eager and torch.compile'd (forward + backward: autograd
+    recomputes nothing it saved, so its backward alone cannot be timed without the forward;
+    the forward's time is printed in the rms_norm rows above), and glmnorm's backward alone
+    (it recomputes 1/rms from x)."""
+    from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeRMSNorm
+    shape = (tokens, width)
+    x = torch.randn(shape, generator=gen).to(dtype)
+    dy = torch.randn(shape, generator=gen).to(dtype)
+    weight = (1.0 + 0.5 * torch.randn(width, generator=gen)).to(dtype)
+    m = Glm4MoeRMSNorm(width, eps=EPS)
+    m.weight = torch.nn.Parameter(weight.clone())
+    xr = x.clone().requires_grad_()
+
+    def hf_step(mod):
+        return torch.autograd.grad(mod(xr), (xr, m.weight), dy)
+
+    ref = hf_step(m)[0]
+    # Reads x and dy, writes dx; reads gamma, writes dgamma.
+    nbytes = 3 * x.numel() * x.element_size() + 2 * weight.numel() * weight.element_size()
+    dx = torch.empty_like(x)
+    results = [
+        ("glmnorm", lambda: glmnorm.rms_norm_backward(x, weight, dy, eps=EPS, out=dx), None),
+        ("glmnorm.torch",
+         lambda: torch.ops.glmnorm.rms_norm_backward.default(x, weight, dy, EPS), None),
+        ("hf eager autograd (fwd+bwd)", lambda: hf_step(m), None),
+    ]
+    if not args.no_compile:
+        compiled = torch.compile(m, dynamic=False)
+        results.append(("torch.compile autograd (fwd+bwd)", lambda: hf_step(compiled), None))
+    return shape, nbytes, ref, results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=None,
@@ -252,6 +289,8 @@ def main():
                     help="tokens 1 and 512, bf16, 0.1 s per measurement")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--no-onnx", action="store_true", help="leave ONNX Runtime out")
+    ap.add_argument("--no-backward", action="store_true",
+                    help="leave the backward (rms_norm_backward) rows out")
     ap.add_argument("--png", default="build/compare_peers.png", help="chart file ('' = none)")
     ap.add_argument("--json", default="", help="also write the rows as JSON lines here")
     args = ap.parse_args()
@@ -280,6 +319,8 @@ def main():
                 for tail in [(5120,), (4096,), (104, 128)]:
                     cases.append(("rms_norm", tokens, tail))
                 cases.append(("add_rms_norm", tokens, (5120,)))
+                if not args.no_backward:
+                    cases.append(("rms_norm_bwd", tokens, (5120,)))
             for op, tokens, tail in cases:
                 # Each case compiles anew: without a reset dynamo stops recompiling the
                 # module after its recompile limit and silently runs it eagerly.
@@ -288,6 +329,9 @@ def main():
                 if op == "rms_norm":
                     shape, nbytes, ref, impls = norm_case(tokens, tail, dtype, threads, args,
                                                           gen)
+                elif op == "rms_norm_bwd":
+                    shape, nbytes, ref, impls = backward_case(tokens, tail[-1], dtype,
+                                                              threads, args, gen)
                 else:
                     shape, nbytes, ref, impls = add_case(tokens, tail[-1], dtype, threads,
                                                          args, gen)

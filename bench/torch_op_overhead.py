@@ -83,6 +83,13 @@ def main():
     with torch.no_grad():  # the Autograd key is not skipped here: its kernel runs too
         show(f"torch.ops.glmnorm.rms_norm.default ({gt.BACKEND} kernel), no_grad",
              best_us(lambda: op(x, w, 1e-5, "cast-then-scale", 0.0)))
+    # grad mode on, nothing requires grad: the Autograd kernel passes the call down
+    show(f"torch.ops.glmnorm.rms_norm.default ({gt.BACKEND} kernel), grad mode",
+         best_us(lambda: op(x, w, 1e-5, "cast-then-scale", 0.0)))
+    if hasattr(torch.ops.glmnorm, "rms_norm_backward"):
+        wg = w.clone().requires_grad_()  # records the autograd node (training forward)
+        show(f"torch.ops.glmnorm.rms_norm.default ({gt.BACKEND} kernel), weight requires grad",
+             best_us(lambda: op(x, wg, 1e-5, "cast-then-scale", 0.0), calls=2000))
     return 0
 
 

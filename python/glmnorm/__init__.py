@@ -28,6 +28,7 @@ from ._glmnorm import Checkpoint as _Checkpoint
 from . import _glmnorm as _ext
 
 __all__ = ["rms_norm", "add_rms_norm", "qk_norm", "rms_norm_quant", "add_rms_norm_quant",
+           "rms_norm_backward", "add_rms_norm_backward", "qk_norm_backward",
            "set_num_threads", "num_threads", "Checkpoint", "NormInfo", "GLM_RMS_NORM_EPS"]
 __version__ = "0.1.0"
 
@@ -256,6 +257,148 @@ def add_rms_norm_quant(residual, delta, weight, *, dtype="f8e4m3", scale=None,
                             _desc(weight, "weight"), _desc(out, "out", True), dynamic, s, sd,
                             eps, _rounding(rounding), weight_offset, normalize_rounded_sum)
     return out, scales
+
+
+# --- backward (docs/BACKWARD.md) -----------------------------------------------------------
+
+def _code_or(dtype, default):
+    if dtype is None:
+        return default
+    code = _arrays.code_of(dtype)
+    if code not in (F32, BF16, F16):
+        raise TypeError(f"dweight_dtype must be float32, bfloat16 or float16, got {dtype!r}")
+    return code
+
+
+def _opt_desc(a, name):
+    return _arrays.EMPTY if a is None else _desc(_as_array(a, name), name)
+
+
+def rms_norm_backward(x, weight, dy, *, eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale",
+                      weight_offset=0.0, rstd=None, dweight_dtype=None, out=None):
+    """Gradients (dx, dweight) of ``y = rms_norm(x, weight, ...)`` given dy = dL/dy.
+
+    What torch autograd computes through Transformers' Glm4MoeRMSNorm (cast-then-scale) or
+    through F.rms_norm's op order ("single"), with float32 accumulation and a
+    deterministic dweight: the bits do not depend on the thread count (docs/BACKWARD.md).
+
+    Args:
+      x: [..., D] the forward's input, float32 / bfloat16 / float16.
+      weight: [D] the forward's weight.
+      dy: [..., D] like x, in the forward's output dtype (promote(weight, x) for
+        "cast-then-scale", x's dtype for "single").
+      eps, rounding, weight_offset: the forward's.
+      rstd: optional float32 [rows] 1/rms per row as the forward computed it; None:
+        recomputed (same bits).
+      dweight_dtype: dtype of dweight (float32 / bfloat16 / float16, names or torch / numpy
+        dtypes); None: weight's dtype.
+      out: dx [..., D] in x's dtype (or float32); may be ``dy`` (in place, same dtype).
+        None: a new array of x's kind and dtype.
+
+    Returns: (dx, dweight); dweight is [D], a new array.
+    Raises:
+      ValueError: shapes, strides, eps, overlaps (message from C++).
+      TypeError: unsupported dtypes or objects.
+    """
+    x = _as_array(x, "x")
+    weight = _as_array(weight, "weight")
+    dy = _as_array(dy, "dy")
+    mode = _rounding(rounding)
+    xc = _arrays.dtype_code(x)
+    if out is None:
+        out = _arrays.empty_like(x, x.shape, xc if 0 <= xc <= F16 else F32)
+    else:
+        out = _as_array(out, "out")
+    wc = _arrays.dtype_code(weight)
+    dweight = _arrays.empty_like(x, (weight.shape[-1] if len(weight.shape) else 0,),
+                                 _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32))
+    _ext.rms_norm_backward(_desc(x, "x"), _desc(weight, "weight"), _desc(dy, "dy"),
+                           _desc(out, "out", True), _desc(dweight, "dweight", True),
+                           _opt_desc(rstd, "rstd"), eps, mode, weight_offset)
+    return out, dweight
+
+
+def add_rms_norm_backward(residual, weight, dy, d_residual_out=None, *,
+                          eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale", weight_offset=0.0,
+                          normalize_rounded_sum=True, rstd=None, delta_dtype=None,
+                          dweight_dtype=None, out=None):
+    """Gradients of ``y = add_rms_norm(residual, delta, weight, ...)`` in one pass.
+
+    Args:
+      residual: [..., D] the residual AFTER the forward (h = R(residual + delta)).
+      weight: [D]; dy: [..., D] in the forward's output dtype (as rms_norm_backward).
+      d_residual_out: [..., D] in residual's dtype: the gradient reaching the updated residual
+        from later layers; None: zero.
+      normalize_rounded_sum: must be True when residual is 16-bit (ValueError otherwise).
+      rstd, dweight_dtype, eps, rounding, weight_offset: as rms_norm_backward.
+      delta_dtype: delta's dtype when it differs from residual's (float32 residual stream,
+        bf16 activations): a second gradient in that dtype is returned; None: the same.
+      out: d_residual [..., D] in residual's dtype; may be ``d_residual_out`` or ``dy``.
+
+    Returns: (d_residual, d_delta, dweight). d_residual is the gradient of the residual
+    input (and of delta); d_delta is d_residual itself unless delta_dtype differs.
+    Raises: ValueError, TypeError as rms_norm_backward.
+    """
+    residual = _as_array(residual, "residual")
+    weight = _as_array(weight, "weight")
+    dy = _as_array(dy, "dy")
+    mode = _rounding(rounding)
+    rc = _arrays.dtype_code(residual)
+    rc = rc if 0 <= rc <= F16 else F32
+    out = _arrays.empty_like(residual, residual.shape, rc) if out is None else _as_array(
+        out, "out")
+    d_delta = None
+    if delta_dtype is not None:
+        dc = _code_or(delta_dtype, rc)
+        if dc != rc:
+            d_delta = _arrays.empty_like(residual, residual.shape, dc)
+    wc = _arrays.dtype_code(weight)
+    dweight = _arrays.empty_like(residual, (weight.shape[-1] if len(weight.shape) else 0,),
+                                 _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32))
+    _ext.add_rms_norm_backward(
+        _desc(residual, "residual"), _desc(weight, "weight"), _desc(dy, "dy"),
+        _opt_desc(d_residual_out, "d_residual_out"), _desc(out, "out", True),
+        _arrays.EMPTY if d_delta is None else _desc(d_delta, "d_delta", True),
+        _desc(dweight, "dweight", True), _opt_desc(rstd, "rstd"), eps, mode, weight_offset,
+        normalize_rounded_sum)
+    return out, (out if d_delta is None else d_delta), dweight
+
+
+def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads, num_v_heads,
+                     head_dim, eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale",
+                     weight_offset=0.0, dweight_dtype=None, out=None):
+    """Gradients of ``qk_norm`` WITHOUT RoPE: (dqkv_in, dq_weight, dk_weight).
+
+    Args:
+      qkv: the forward's input [..., (nq + nk + nv) * head_dim].
+      dqkv: gradient of the forward's output, same layout, the forward's output dtype.
+      out: gradient of qkv, same layout, qkv's dtype; its q and k columns are written, its v
+        columns are not touched (the v gradient is dqkv's v columns: ``out=dqkv``, in place,
+        gives the full gradient). None: a copy of dqkv, written in place.
+      dweight_dtype: dtype of dq_weight / dk_weight; None: q_weight's dtype.
+    Raises: ValueError (heads, strides; rotary is not supported by the backward), TypeError.
+    """
+    qkv = _as_array(qkv, "qkv")
+    dqkv = _as_array(dqkv, "dqkv")
+    q_weight = _as_array(q_weight, "q_weight")
+    k_weight = _as_array(k_weight, "k_weight")
+    if out is None:
+        out = dqkv.clone() if _arrays.is_torch(dqkv) else dqkv.copy()
+        dout = din = _rows_2d(_desc(out, "out", True), "out")
+    else:
+        out = _as_array(out, "out")
+        din = _rows_2d(_desc(out, "out", True), "out")
+        dout = din if out is dqkv else _rows_2d(_desc(dqkv, "dqkv"), "dqkv")
+    wc = _arrays.dtype_code(q_weight)
+    code = _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32)
+    dq = _arrays.empty_like(qkv, (head_dim,), code)
+    dk = _arrays.empty_like(qkv, (head_dim,), code)
+    _ext.qk_norm_backward(_rows_2d(_desc(qkv, "qkv"), "qkv"), dout, din, num_q_heads,
+                          num_k_heads, num_v_heads, head_dim, _desc(q_weight, "q_weight"),
+                          _desc(k_weight, "k_weight"), _desc(dq, "dq_weight", True),
+                          _desc(dk, "dk_weight", True), eps, _rounding(rounding),
+                          weight_offset)
+    return out, dq, dk
 
 
 # Setters of the thread count of other loaded copies of the kernels (glmnorm.torch adds

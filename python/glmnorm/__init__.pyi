@@ -50,6 +50,36 @@ def add_rms_norm_quant(residual: A, delta: ArrayLike, weight: ArrayLike, *,
                        scales: A | None = None) -> tuple[A, A | None]:
     """residual += delta IN PLACE; then rms_norm_quant of the sum."""
 
+DTypeLike = Any  # "f32" | "bf16" | "f16" | torch / numpy dtypes
+
+def rms_norm_backward(x: A, weight: ArrayLike, dy: ArrayLike, *, eps: float = 1e-5,
+                      rounding: Rounding = ..., weight_offset: float = 0.0,
+                      rstd: ArrayLike | None = None, dweight_dtype: DTypeLike | None = None,
+                      out: A | None = None) -> tuple[A, A]:
+    """(dx, dweight) of y = rms_norm(x, weight): x, dy [..., D] (dy in y's dtype), weight [D];
+    dx in x's dtype (out may be dy), dweight [D] in weight's dtype or dweight_dtype; rstd
+    optional f32 [rows]. Deterministic. Raises ValueError (shapes, eps, overlap) / TypeError
+    (dtypes)."""
+
+def add_rms_norm_backward(residual: A, weight: ArrayLike, dy: ArrayLike,
+                          d_residual_out: ArrayLike | None = None, *, eps: float = 1e-5,
+                          rounding: Rounding = ..., weight_offset: float = 0.0,
+                          normalize_rounded_sum: bool = True, rstd: ArrayLike | None = None,
+                          delta_dtype: DTypeLike | None = None,
+                          dweight_dtype: DTypeLike | None = None,
+                          out: A | None = None) -> tuple[A, A, A]:
+    """(d_residual, d_delta, dweight) of y = add_rms_norm(residual, delta, weight); residual
+    is the UPDATED residual h [..., D]; d_residual_out [..., D] the gradient reaching h from
+    later layers (None: zero). d_delta is d_residual unless delta_dtype differs."""
+
+def qk_norm_backward(qkv: A, q_weight: ArrayLike, k_weight: ArrayLike, dqkv: ArrayLike, *,
+                     num_q_heads: int, num_k_heads: int, num_v_heads: int, head_dim: int,
+                     eps: float = 1e-5, rounding: Rounding = ..., weight_offset: float = 0.0,
+                     dweight_dtype: DTypeLike | None = None,
+                     out: A | None = None) -> tuple[A, A, A]:
+    """(dqkv_in, dq_weight, dk_weight) of qk_norm WITHOUT RoPE; v columns of dqkv_in are
+    dqkv's (out=dqkv: in place). Raises ValueError / TypeError."""
+
 def set_num_threads(n: int) -> None:
     """Threads of glmnorm's pool (caller included), n >= 1 (ValueError otherwise)."""
 

@@ -60,8 +60,8 @@ def _torch_desc(a, name, writable):
         raise ValueError(f"{name}: rank must be at most 4, got {a.dim()}")
     if a.requires_grad and _torch.is_grad_enabled():
         raise RuntimeError(f"{name}: requires grad; glmnorm's functions do not record "
-                           "autograd (and the backward is not implemented yet): use "
-                           "torch.no_grad(), or glmnorm.torch's ops, which say so at backward")
+                           "autograd: use glmnorm.torch's ops (torch.ops.glmnorm.rms_norm and "
+                           "qk_norm are differentiable), or torch.no_grad()")
     return (a.data_ptr(), code, a.shape, a.stride())
 
 

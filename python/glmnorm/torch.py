@@ -12,6 +12,11 @@ Ops (namespace ``glmnorm``; CPU tensors):
                                      weight_offset) -> (q, scales)
     torch.ops.glmnorm.add_rms_norm_quant(residual!, delta, weight, dtype, scale, eps, rounding,
                                          weight_offset, normalize_rounded_sum) -> (q, scales)
+    torch.ops.glmnorm.rms_norm_backward(x, weight, dy, eps, rounding, weight_offset)
+                                         -> (dx, dweight)
+    torch.ops.glmnorm.qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads, num_k_heads,
+                                       num_v_heads, head_dim, eps, rounding, weight_offset)
+                                         -> (dqkv_in, dq_weight, dk_weight)
 
 ``!`` marks the arguments an op mutates (declared in its schema, so torch.compile and
 functionalization see the write). Each op has a fake (meta) kernel: ``torch.compile
@@ -28,9 +33,15 @@ for a Python ``custom_op`` (docs/PYTHON.md). Without that library (glmnorm built
 the same ops get Python CPU kernels calling the extension: same results, slower calls;
 ``glmnorm.torch.BACKEND`` says which ("cpp" or "python").
 
-Autograd: not yet. The backward kernels come with the backward issue; until then every op
-raises a RuntimeError saying so when called with inputs that require grad in grad mode.
-They will be registered in ``_register_autograd`` below (the one place to change).
+Autograd: ``rms_norm`` (hence ``RMSNorm`` and a patched model) and the functional ``qk_norm``
+without RoPE have a backward, through ``rms_norm_backward`` / ``qk_norm_backward``
+(deterministic; the gradients torch autograd computes through Glm4MoeRMSNorm, docs/BACKWARD.md).
+With libglmnorm_torch the autograd is C++ (torch::autograd::Function in torch_ops.cc: calls
+that need no graph cost what they did before); with the Python kernels it is
+torch.library.register_autograd (``_register_autograd`` below). The ops that update an input in
+place (add_rms_norm, qk_norm_, add_rms_norm_quant), the quant ops and qk_norm with RoPE raise a
+RuntimeError saying so when called with inputs that require grad in grad mode. The backward ops
+themselves have no backward (no double backward).
 """
 
 import torch
@@ -40,7 +51,8 @@ from . import _arrays
 from . import _glmnorm as _ext
 
 __all__ = ["RMSNorm", "patch_glm4_moe", "rms_norm", "add_rms_norm", "qk_norm_", "qk_norm",
-           "rms_norm_quant", "add_rms_norm_quant", "BACKEND"]
+           "rms_norm_quant", "add_rms_norm_quant", "rms_norm_backward", "qk_norm_backward",
+           "BACKEND"]
 
 _ROUNDING = {"cast-then-scale": 0, "single": 1}
 _CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.int8: 3,
@@ -103,6 +115,13 @@ _SCHEMAS = {
                           "float eps=1e-05, str rounding='cast-then-scale', "
                           "float weight_offset=0., bool normalize_rounded_sum=True) "
                           "-> (Tensor, Tensor)",
+    "rms_norm_backward": "rms_norm_backward(Tensor x, Tensor weight, Tensor dy, "
+                         "float eps=1e-05, str rounding='cast-then-scale', "
+                         "float weight_offset=0.) -> (Tensor, Tensor)",
+    "qk_norm_backward": "qk_norm_backward(Tensor qkv, Tensor q_weight, Tensor k_weight, "
+                        "Tensor dqkv, int num_q_heads, int num_k_heads, int num_v_heads, "
+                        "int head_dim, float eps=1e-05, str rounding='cast-then-scale', "
+                        "float weight_offset=0.) -> (Tensor, Tensor, Tensor)",
 }
 
 _lib = torch.library.Library("glmnorm", "DEF")
@@ -236,10 +255,43 @@ def _py_add_rms_norm_quant(residual, delta, weight, dtype, scale=None, eps=1e-5,
     return q, scales
 
 
+def _py_rms_norm_backward(x, weight, dy, eps=1e-5, rounding="cast-then-scale",
+                         weight_offset=0.0):
+    dx = torch.empty(x.shape, dtype=x.dtype)
+    dweight = torch.empty(weight.shape, dtype=weight.dtype)
+    _ext.rms_norm_backward(_d(x, "x"), _d(weight, "weight"), _d(dy, "dy"), _d(dx, "dx"),
+                           _d(dweight, "dweight"), _EMPTY, eps, _mode(rounding), weight_offset)
+    if rounding == "cast-then-scale" and weight.dtype != x.dtype:
+        # torch autograd rounds dh = dy * g to x's dtype here (see torch_ops.cc)
+        dh = (dy.float() * (weight.float() + weight_offset)).to(x.dtype)
+        ones = torch.ones(weight.shape, dtype=x.dtype)
+        unused = torch.empty_like(ones)  # held: the kernel writes it
+        _ext.rms_norm_backward(_d(x, "x"), _d(ones, "weight"), _d(dh, "dy"), _d(dx, "dx"),
+                               _d(unused, "dweight"), _EMPTY, eps, 0, 0.0)
+    return dx, dweight
+
+
+def _py_qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads, num_k_heads, num_v_heads,
+                         head_dim, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
+    from . import _rows_2d
+    din = torch.empty(qkv.shape, dtype=qkv.dtype)
+    din.copy_(dqkv)
+    dq = torch.empty(q_weight.shape, dtype=q_weight.dtype)
+    dk = torch.empty(k_weight.shape, dtype=k_weight.dtype)
+    d = _rows_2d(_d(din, "dqkv"), "dqkv")
+    _ext.qk_norm_backward(_rows_2d(_d(qkv, "qkv"), "qkv"), d, d, num_q_heads, num_k_heads,
+                          num_v_heads, head_dim, _d(q_weight, "q_weight"),
+                          _d(k_weight, "k_weight"), _d(dq, "dq_weight"), _d(dk, "dk_weight"),
+                          eps, _mode(rounding), weight_offset)
+    return din, dq, dk
+
+
 _PY_KERNELS = {"rms_norm": _py_rms_norm, "add_rms_norm": _py_add_rms_norm,
                "qk_norm_": _py_qk_norm_, "qk_norm": _py_qk_norm,
                "rms_norm_quant": _py_rms_norm_quant,
-               "add_rms_norm_quant": _py_add_rms_norm_quant}
+               "add_rms_norm_quant": _py_add_rms_norm_quant,
+               "rms_norm_backward": _py_rms_norm_backward,
+               "qk_norm_backward": _py_qk_norm_backward}
 
 if _load_cpp_kernels():
     BACKEND = "cpp"
@@ -283,24 +335,77 @@ def _(residual, delta, weight, dtype, scale=None, *args, **kwargs):
     return _quant_buffers(residual, dtype, scale)
 
 
+@torch.library.register_fake("glmnorm::rms_norm_backward")
+def _(x, weight, dy, *args, **kwargs):
+    return x.new_empty(x.shape), weight.new_empty(weight.shape)
+
+
+@torch.library.register_fake("glmnorm::qk_norm_backward")
+def _(qkv, q_weight, k_weight, dqkv, *args, **kwargs):
+    return (qkv.new_empty(qkv.shape), q_weight.new_empty(q_weight.shape),
+            k_weight.new_empty(k_weight.shape))
+
+
 # --- autograd ---------------------------------------------------------------------------
 
-_NO_BACKWARD = ("glmnorm: the backward of torch.ops.glmnorm.{} is not implemented yet "
-                "(forward only; the backward kernels come with the backward issue). Run under "
-                "torch.no_grad() / torch.inference_mode(), or detach the inputs.")
+_NO_BACKWARD = ("glmnorm: torch.ops.glmnorm.{} has no backward (it updates its input in place "
+                "or quantises: the differentiable ops are rms_norm and qk_norm without RoPE; in "
+                "training use them, or add the residual in PyTorch). Run under torch.no_grad() "
+                "/ torch.inference_mode(), or detach the inputs.")
+_NO_ROPE_BACKWARD = ("glmnorm: torch.ops.glmnorm.qk_norm has no backward with rotary_dim > 0 "
+                     "(the backward of the fused RoPE is not implemented): call it with "
+                     "rotary_dim=0 and apply RoPE in PyTorch, or run under torch.no_grad() / "
+                     "torch.inference_mode()")
+_DIFFERENTIABLE = ("rms_norm", "qk_norm")
+
+
+def _rms_norm_setup(ctx, inputs, output):
+    x, weight, eps, rounding, weight_offset = (list(inputs) + [1e-5, "cast-then-scale", 0.0]
+                                               )[:5]
+    ctx.save_for_backward(x, weight)
+    ctx.args = (eps, rounding, weight_offset)
+
+
+def _rms_norm_backward(ctx, dy):
+    if dy is None:
+        return None, None, None, None, None
+    x, weight = ctx.saved_tensors
+    dx, dweight = torch.ops.glmnorm.rms_norm_backward(x, weight, dy.contiguous(), *ctx.args)
+    return dx, dweight, None, None, None
+
+
+def _qk_norm_setup(ctx, inputs, output):
+    full = list(inputs) + [1e-5, "cast-then-scale", 0.0, 0, None, None, None][len(inputs) - 7:]
+    if full[10]:
+        raise RuntimeError(_NO_ROPE_BACKWARD)
+    ctx.save_for_backward(*full[:3])
+    ctx.args = tuple(full[3:10])
+
+
+def _qk_norm_backward(ctx, dout):
+    if dout is None:
+        return (None,) * 14
+    qkv, qw, kw = ctx.saved_tensors
+    nq, nk, nv, hd, eps, rounding, offset = ctx.args
+    dqkv, dq, dk = torch.ops.glmnorm.qk_norm_backward(qkv, qw, kw, dout.contiguous(), nq, nk,
+                                                      nv, hd, eps, rounding, offset)
+    return (dqkv, dq, dk) + (None,) * 11
 
 
 def _register_autograd():
-    """THE place where the backward kernels will be registered, for both kernel sets.
+    """The autograd of the ops, for the Python kernel set.
 
-    Until then every op refuses, at the call, inputs that require grad while grad mode is
-    on (PyTorch's default for an op without autograd would warn and silently produce no
-    gradient). With libglmnorm_torch that Autograd kernel is C++ (RefuseGrad in
-    python/src/torch_ops.cc: no Python frame on calls outside inference_mode); with the
-    Python kernels it is the Python function below. The backward issue replaces both with
-    torch.library.register_autograd per op (and drops RefuseGrad)."""
+    With libglmnorm_torch everything is registered in C++ (torch_ops.cc: RmsNormFunction,
+    QkNormFunction, RefuseGrad for the ops without a backward), so calls pay no Python frame.
+    With the Python kernels: torch.library.register_autograd for rms_norm and qk_norm, and a
+    refusing Autograd kernel for the others (PyTorch's default for an op without autograd
+    would warn and silently produce no gradient)."""
     if BACKEND == "cpp":
         return
+    torch.library.register_autograd("glmnorm::rms_norm", _rms_norm_backward,
+                                    setup_context=_rms_norm_setup, lib=_lib)
+    torch.library.register_autograd("glmnorm::qk_norm", _qk_norm_backward,
+                                    setup_context=_qk_norm_setup, lib=_lib)
 
     def refuse(name):
         op = getattr(torch.ops.glmnorm, name).default
@@ -314,7 +419,8 @@ def _register_autograd():
         return kernel
 
     for name in _SCHEMAS:
-        _lib.impl(name, refuse(name), "Autograd")
+        if name not in _DIFFERENTIABLE:
+            _lib.impl(name, refuse(name), "Autograd")
 
 
 _register_autograd()
@@ -370,6 +476,21 @@ def add_rms_norm_quant(residual, delta, weight, dtype=torch.float8_e4m3fn, scale
                                                 normalize_rounded_sum)
 
 
+def rms_norm_backward(x, weight, dy, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
+    """torch.ops.glmnorm.rms_norm_backward: (dx, dweight) of rms_norm given dy (dx in x's
+    dtype, dweight in weight's; see glmnorm.rms_norm_backward)."""
+    return torch.ops.glmnorm.rms_norm_backward(x, weight, dy, eps, rounding, weight_offset)
+
+
+def qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads, num_k_heads, num_v_heads,
+                     head_dim, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
+    """torch.ops.glmnorm.qk_norm_backward: (dqkv_in, dq_weight, dk_weight) of qk_norm without
+    RoPE (v's gradient passed through from dqkv)."""
+    return torch.ops.glmnorm.qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads,
+                                              num_k_heads, num_v_heads, head_dim, eps, rounding,
+                                              weight_offset)
+
+
 # --- nn.Module and the Glm4Moe patch ----------------------------------------------------
 
 class RMSNorm(nn.Module):
@@ -380,7 +501,8 @@ class RMSNorm(nn.Module):
     same output bits (cast-then-scale order; bf16 outputs bit-identical, f32 within the ulp
     bound of docs/SPEC.md §2). Input [..., hidden_size], float32 / bfloat16 / float16, on the
     CPU; output dtype as the reference's (weight * x in PyTorch's promotion).
-    Forward only (see the module docstring about autograd).
+    Differentiable: x.grad and weight.grad as torch autograd through Glm4MoeRMSNorm computes
+    them (glmnorm.torch.rms_norm_backward; docs/PYTHON.md "Autograd").
     """
 
     def __init__(self, hidden_size, eps=1e-5, *, rounding="cast-then-scale",

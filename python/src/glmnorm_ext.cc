@@ -148,6 +148,62 @@ void AddRmsNormQuant(const Desc& residual, const Desc& delta, const Desc& gamma,
   glmnorm::AddRmsNormQuant(rv, dv, gv, qv, quant, opt);
 }
 
+// The backward kernels (rms_norm_backward.h, add_rms_norm_backward.h,
+// qk_norm_backward.h). Workspace: the library's per-thread arena (it grows to
+// the largest call on the thread, then is reused: no allocation per call).
+// An empty descriptor (rank 0) is an absent optional tensor.
+void RmsNormBackward(const Desc& x, const Desc& gamma, const Desc& dy, const Desc& dx,
+                     const Desc& dgamma, const Desc& rstd, float eps, int rounding,
+                     float weight_offset) {
+  auto xv = ToView<const void*>(x, "x");
+  auto gv = ToView<const void*>(gamma, "weight");
+  auto dyv = ToView<const void*>(dy, "dy");
+  auto dxv = ToView<void*>(dx, "dx");
+  auto dgv = ToView<void*>(dgamma, "dweight");
+  auto rv = ToView<const void*>(rstd, "rstd");
+  auto opt = Options(eps, rounding, weight_offset);
+  nb::gil_scoped_release release;
+  glmnorm::RmsNormBackward(xv, gv, dyv, dxv, dgv, opt, rv);
+}
+
+void AddRmsNormBackward(const Desc& h, const Desc& gamma, const Desc& dy,
+                        const Desc& d_residual_out, const Desc& d_h, const Desc& d_delta,
+                        const Desc& dgamma, const Desc& rstd, float eps, int rounding,
+                        float weight_offset, bool normalize_rounded_sum) {
+  auto hv = ToView<const void*>(h, "residual");
+  auto gv = ToView<const void*>(gamma, "weight");
+  auto dyv = ToView<const void*>(dy, "dy");
+  auto drv = ToView<const void*>(d_residual_out, "d_residual_out");
+  auto dhv = ToView<void*>(d_h, "d_residual");
+  auto ddv = ToView<void*>(d_delta, "d_delta");
+  auto dgv = ToView<void*>(dgamma, "dweight");
+  auto rv = ToView<const void*>(rstd, "rstd");
+  auto opt = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
+  nb::gil_scoped_release release;
+  glmnorm::AddRmsNormBackward(hv, gv, dyv, drv, dhv, ddv, dgv, opt, rv);
+}
+
+void QkNormBackward(const Desc& qkv, const Desc& dqkv_out, const Desc& dqkv_in,
+                    int num_q_heads, int num_k_heads, int num_v_heads, int head_dim,
+                    const Desc& q_gamma, const Desc& k_gamma, const Desc& dq_gamma,
+                    const Desc& dk_gamma, float eps, int rounding, float weight_offset) {
+  auto in = ToView<const void*>(qkv, "qkv");
+  auto dout = ToView<const void*>(dqkv_out, "dqkv_out");
+  auto din = ToView<void*>(dqkv_in, "out");
+  glmnorm::QkHeads heads;
+  heads.num_q_heads = num_q_heads;
+  heads.num_k_heads = num_k_heads;
+  heads.num_v_heads = num_v_heads;
+  heads.head_dim = head_dim;
+  auto qg = ToView<const void*>(q_gamma, "q_weight");
+  auto kg = ToView<const void*>(k_gamma, "k_weight");
+  auto dqg = ToView<void*>(dq_gamma, "dq_weight");
+  auto dkg = ToView<void*>(dk_gamma, "dk_weight");
+  auto opt = Options(eps, rounding, weight_offset);
+  nb::gil_scoped_release release;
+  glmnorm::QkNormBackward(in, dout, din, heads, qg, kg, dqg, dkg, opt);
+}
+
 // The checkpoint reader. Gammas are returned as read-only numpy arrays of
 // their storage type (bf16 as uint16: numpy has no bf16; the Python layer
 // views them as ml_dtypes.bfloat16) that point into the mapping and keep the
@@ -193,6 +249,9 @@ NB_MODULE(_glmnorm, m) {
   m.def("qk_norm", &QkNorm);
   m.def("rms_norm_quant", &RmsNormQuant);
   m.def("add_rms_norm_quant", &AddRmsNormQuant);
+  m.def("rms_norm_backward", &RmsNormBackward);
+  m.def("add_rms_norm_backward", &AddRmsNormBackward);
+  m.def("qk_norm_backward", &QkNormBackward);
   m.def("set_num_threads", [](int n) { glmnorm::SetNumThreads(n); });
   m.def("num_threads", [] { return glmnorm::NumThreads(); });
   m.def("dtype_names", [] {

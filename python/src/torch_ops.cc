@@ -8,13 +8,21 @@
 // over the kernel alone, against ~11.6 us for the same op as a Python
 // torch.library.custom_op (docs/PYTHON.md).
 //
+// Autograd (C++, so that a call outside inference_mode pays no Python frame):
+// rms_norm and the functional qk_norm (without RoPE) have a backward, through
+// the ops glmnorm::rms_norm_backward / glmnorm::qk_norm_backward called via
+// the dispatcher (so torch.compile / AOTAutograd trace them with their fake
+// kernels). The other ops refuse inputs that require grad (RefuseGrad).
+//
 // Errors: glmnorm::Error becomes c10::ValueError (Python ValueError), or
 // c10::TypeError (TypeError) when the message is about a dtype.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <cstdint>
@@ -22,6 +30,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "glmnorm/glmnorm.h"
 
@@ -276,12 +285,209 @@ std::tuple<at::Tensor, at::Tensor> AddRmsNormQuant(
   return {q, scales};
 }
 
-// The Autograd kernel of every op, until the backward kernels exist: refuses
+// --- backward kernels ---------------------------------------------------------
+
+// (dx, dweight) of rms_norm: dx in x's dtype, dweight in weight's dtype. The
+// workspace is the library's per-thread arena (no allocation per call once it
+// has grown to the largest call on the thread).
+std::tuple<at::Tensor, at::Tensor> RmsNormBackward(const at::Tensor& x, const at::Tensor& weight,
+                                                   const at::Tensor& dy, double eps,
+                                                   c10::string_view rounding,
+                                                   double weight_offset) {
+  at::Tensor dx = at::empty(x.sizes(), x.options());
+  at::Tensor dweight = at::empty(weight.sizes(), weight.options());
+  try {
+    glmnorm::RmsNormBackward(View<const void*>(x, "x"), View<const void*>(weight, "weight"),
+                             View<const void*>(dy, "dy"), View<void*>(dx, "dx"),
+                             View<void*>(dweight, "dweight"),
+                             Options(eps, rounding, weight_offset));
+    if (rounding == "cast-then-scale" && weight.scalar_type() != x.scalar_type()) {
+      // Mixed dtypes (float32 weight, 16-bit x; y float32): torch autograd
+      // rounds the gradient of the normalised value h = T(x * r) to x's dtype T
+      // (the engine casts a gradient to its input's dtype), where the kernel
+      // keeps dh = dy * g in float32 (dy's dtype). dweight above is torch's;
+      // dx is recomputed with dh = T(dy * g) and a unit gamma of dtype T.
+      at::Tensor dh = dy.to(at::kFloat).mul(weight.to(at::kFloat).add(weight_offset))
+                          .to(x.scalar_type());
+      at::Tensor ones = at::ones(weight.sizes(), x.options());
+      at::Tensor unused = at::empty(weight.sizes(), x.options());
+      glmnorm::RmsNormBackward(View<const void*>(x, "x"), View<const void*>(ones, "weight"),
+                               View<const void*>(dh, "dy"), View<void*>(dx, "dx"),
+                               View<void*>(unused, "dweight"), Options(eps, rounding, 0.0));
+    }
+  } catch (const glmnorm::Error& e) {
+    Rethrow(e);
+  }
+  return {dx, dweight};
+}
+
+// (dqkv_in, dq_weight, dk_weight) of the functional qk_norm without RoPE:
+// dqkv_in is a copy of dqkv (v passes through) with its q and k columns
+// replaced by the norm's input gradient.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> QkNormBackward(
+    const at::Tensor& qkv, const at::Tensor& q_weight, const at::Tensor& k_weight,
+    const at::Tensor& dqkv, int64_t num_q_heads, int64_t num_k_heads, int64_t num_v_heads,
+    int64_t head_dim, double eps, c10::string_view rounding, double weight_offset) {
+  at::Tensor din = at::empty(qkv.sizes(), qkv.options());
+  din.copy_(dqkv);
+  at::Tensor dq = at::empty(q_weight.sizes(), q_weight.options());
+  at::Tensor dk = at::empty(k_weight.sizes(), k_weight.options());
+  glmnorm::QkHeads heads;
+  heads.num_q_heads = static_cast<int>(num_q_heads);
+  heads.num_k_heads = static_cast<int>(num_k_heads);
+  heads.num_v_heads = static_cast<int>(num_v_heads);
+  heads.head_dim = static_cast<int>(head_dim);
+  try {
+    auto d = Rows2d<void*>(din, "dqkv");
+    glmnorm::QkNormBackward(Rows2d<const void*>(qkv, "qkv"), glmnorm::AsConst(d), d, heads,
+                            View<const void*>(q_weight, "q_weight"),
+                            View<const void*>(k_weight, "k_weight"), View<void*>(dq, "dq_weight"),
+                            View<void*>(dk, "dk_weight"), Options(eps, rounding, weight_offset));
+  } catch (const glmnorm::Error& e) {
+    Rethrow(e);
+  }
+  return {din, dq, dk};
+}
+
+// --- autograd ---------------------------------------------------------------------
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+bool AnyRequiresGrad(std::initializer_list<const at::Tensor*> ts) {
+  if (!c10::GradMode::is_enabled()) return false;
+  for (const at::Tensor* t : ts) {
+    if (t->requires_grad()) return true;
+  }
+  return false;
+}
+
+class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            double eps, c10::string_view rounding, double weight_offset) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("glmnorm::rms_norm", "")
+                               .typed<decltype(RmsNorm)>();
+    at::Tensor y;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      y = op.call(x, weight, eps, rounding, weight_offset);
+    }
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["rounding"] = std::string(rounding.data(), rounding.size());
+    ctx->saved_data["weight_offset"] = weight_offset;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("glmnorm::rms_norm_backward", "")
+                               .typed<decltype(RmsNormBackward)>();
+    if (!grads[0].defined()) return variable_list(5);  // no gradient reached y
+    const variable_list saved = ctx->get_saved_variables();
+    const std::string rounding = ctx->saved_data["rounding"].toStringRef();
+    auto [dx, dweight] = op.call(saved[0], saved[1], grads[0].contiguous(),
+                                 ctx->saved_data["eps"].toDouble(), rounding,
+                                 ctx->saved_data["weight_offset"].toDouble());
+    return {dx, dweight, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor RmsNormAutograd(c10::DispatchKeySet keys, const at::Tensor& x,
+                           const at::Tensor& weight, double eps, c10::string_view rounding,
+                           double weight_offset) {
+  if (!AnyRequiresGrad({&x, &weight})) {  // forward only: straight below autograd
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("glmnorm::rms_norm", "")
+                               .typed<decltype(RmsNorm)>();
+    return op.redispatch(keys & c10::after_autograd_keyset, x, weight, eps, rounding,
+                         weight_offset);
+  }
+  return RmsNormFunction::apply(x, weight, eps, rounding, weight_offset);
+}
+
+using QkFn = decltype(QkNorm);
+
+class QkNormFunction : public torch::autograd::Function<QkNormFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv,
+                            const at::Tensor& q_weight, const at::Tensor& k_weight,
+                            int64_t num_q_heads, int64_t num_k_heads, int64_t num_v_heads,
+                            int64_t head_dim, double eps, c10::string_view rounding,
+                            double weight_offset) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("glmnorm::qk_norm", "")
+                               .typed<QkFn>();
+    at::Tensor out;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      out = op.call(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim,
+                    eps, rounding, weight_offset, 0, std::nullopt, std::nullopt, std::nullopt);
+    }
+    if (ctx != nullptr) {
+      ctx->save_for_backward({qkv, q_weight, k_weight});
+      ctx->saved_data["heads"] = std::vector<int64_t>{num_q_heads, num_k_heads, num_v_heads,
+                                                      head_dim};
+      ctx->saved_data["eps"] = eps;
+      ctx->saved_data["rounding"] = std::string(rounding.data(), rounding.size());
+      ctx->saved_data["weight_offset"] = weight_offset;
+    }
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("glmnorm::qk_norm_backward", "")
+                               .typed<decltype(QkNormBackward)>();
+    if (!grads[0].defined()) return variable_list(10);
+    const variable_list saved = ctx->get_saved_variables();
+    const std::vector<int64_t> h = ctx->saved_data["heads"].toIntVector();
+    const std::string rounding = ctx->saved_data["rounding"].toStringRef();
+    auto [dqkv, dq, dk] = op.call(saved[0], saved[1], saved[2], grads[0].contiguous(), h[0],
+                                  h[1], h[2], h[3], ctx->saved_data["eps"].toDouble(), rounding,
+                                  ctx->saved_data["weight_offset"].toDouble());
+    variable_list out(10);
+    out[0] = dqkv;
+    out[1] = dq;
+    out[2] = dk;
+    return out;
+  }
+};
+
+at::Tensor QkNormAutograd(const at::Tensor& qkv, const at::Tensor& q_weight,
+                          const at::Tensor& k_weight, int64_t num_q_heads, int64_t num_k_heads,
+                          int64_t num_v_heads, int64_t head_dim, double eps,
+                          c10::string_view rounding, double weight_offset, int64_t rotary_dim,
+                          const std::optional<at::Tensor>& cos,
+                          const std::optional<at::Tensor>& sin,
+                          const std::optional<at::Tensor>& positions) {
+  const bool grad = AnyRequiresGrad({&qkv, &q_weight, &k_weight});
+  if (!grad || rotary_dim == 0) {
+    if (grad) {
+      return QkNormFunction::apply(qkv, q_weight, k_weight, num_q_heads, num_k_heads,
+                                   num_v_heads, head_dim, eps, rounding, weight_offset);
+    }
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("glmnorm::qk_norm", "")
+                               .typed<QkFn>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
+                   rounding, weight_offset, rotary_dim, cos, sin, positions);
+  }
+  TORCH_CHECK(false,
+              "glmnorm: torch.ops.glmnorm.qk_norm has no backward with rotary_dim > 0 (the "
+              "backward of the fused RoPE is not implemented): call it with rotary_dim=0 and "
+              "apply RoPE in PyTorch, or run under torch.no_grad() / torch.inference_mode()");
+}
+
+// The Autograd kernel of the ops without a backward: refuses
 // (RuntimeError, at the call) when grad mode is on and an input requires
 // grad, instead of PyTorch's default for ops without autograd (a warning and
 // silently no gradient); otherwise passes the call on below autograd. In C++
 // so that calls outside inference_mode pay no Python frame (a Python autograd
-// registration cost ~5 us a call). The backward issue replaces this.
+// registration cost ~5 us a call).
 void RefuseGrad(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                 torch::jit::Stack* stack) {
   if (c10::GradMode::is_enabled()) {
@@ -291,10 +497,11 @@ void RefuseGrad(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     for (size_t i = stack->size() - n; i < stack->size(); ++i) {
       const c10::IValue& v = (*stack)[i];
       TORCH_CHECK(!(v.isTensor() && v.toTensor().requires_grad()),
-                  "glmnorm: the backward of torch.ops.glmnorm.", name,
-                  " is not implemented yet (forward only; the backward kernels come with the "
-                  "backward issue). Run under torch.no_grad() / torch.inference_mode(), or "
-                  "detach the inputs.");
+                  "glmnorm: torch.ops.glmnorm.", name,
+                  " has no backward (it updates its input in place or quantises: the "
+                  "differentiable ops are rms_norm and qk_norm without RoPE; in training use "
+                  "them, or add the residual in PyTorch). Run under torch.no_grad() / "
+                  "torch.inference_mode(), or detach the inputs.");
     }
   }
   op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
@@ -327,11 +534,15 @@ TORCH_LIBRARY_IMPL(glmnorm, CPU, m) {
   m.impl("qk_norm", &glmnorm_torch::QkNorm);
   m.impl("rms_norm_quant", &glmnorm_torch::RmsNormQuant);
   m.impl("add_rms_norm_quant", &glmnorm_torch::AddRmsNormQuant);
+  m.impl("rms_norm_backward", &glmnorm_torch::RmsNormBackward);
+  m.impl("qk_norm_backward", &glmnorm_torch::QkNormBackward);
 }
 
 TORCH_LIBRARY_IMPL(glmnorm, Autograd, m) {
-  for (const char* name : {"rms_norm", "add_rms_norm", "qk_norm_", "qk_norm", "rms_norm_quant",
-                           "add_rms_norm_quant"}) {
+  m.impl("rms_norm", &glmnorm_torch::RmsNormAutograd);
+  m.impl("qk_norm", &glmnorm_torch::QkNormAutograd);
+  for (const char* name : {"add_rms_norm", "qk_norm_", "rms_norm_quant", "add_rms_norm_quant",
+                           "rms_norm_backward", "qk_norm_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&glmnorm_torch::RefuseGrad>());
   }
 }

@@ -1,4 +1,4 @@
-"""glmnorm.torch: the torch.ops.glmnorm ops (opcheck, torch.compile, autograd refusal), the
+"""glmnorm.torch: the torch.ops.glmnorm ops (opcheck, torch.compile, autograd refusals), the
 RMSNorm module and patch_glm4_moe on a tiny random Glm4MoeForCausalLM."""
 
 import copy
@@ -129,13 +129,12 @@ def test_compiled_ops_keep_their_bits_without_graph_breaks(gen):
 
 
 def test_gradients_are_refused_clearly(gen):
-    """Until the backward kernels land, every op refuses inputs that require grad in grad
-    mode, at the call (not a warning and a silently missing gradient)."""
+    """The ops without a backward (in-place, quant) refuse inputs that require grad in grad
+    mode, at the call (not a warning and a silently missing gradient); rms_norm and the
+    RMSNorm module are differentiable (test_autograd.py)."""
     x = rows(gen, (2, 64), torch.float32).requires_grad_()
     w = gammas(gen, 64, torch.float32)
-    no_backward = "the backward of torch.ops.glmnorm.{} is not implemented yet"
-    with pytest.raises(RuntimeError, match=no_backward.format("rms_norm")):
-        OPS.rms_norm(x, w)
+    no_backward = "torch.ops.glmnorm.{} has no backward"
     with pytest.raises(RuntimeError, match=no_backward.format("add_rms_norm")):
         OPS.add_rms_norm(x.detach().clone(), x, w)
     with pytest.raises(RuntimeError, match=no_backward.format("qk_norm_")):
@@ -143,8 +142,7 @@ def test_gradients_are_refused_clearly(gen):
     with pytest.raises(RuntimeError, match=no_backward.format("rms_norm_quant")):
         OPS.rms_norm_quant(x, w, torch.int8)
     m = gt.RMSNorm(64)  # its weight requires grad, as a Parameter
-    with pytest.raises(RuntimeError, match="not implemented yet"):
-        m(x.detach())
+    assert m(x.detach()).requires_grad
     with pytest.raises(RuntimeError, match="requires grad"):
         glmnorm.rms_norm(x, w)  # the plain function would silently drop the graph
     with torch.no_grad():  # forward-only use works
