@@ -41,6 +41,23 @@ def npy(descr, shape, payload, version=1):
     return b"\x93NUMPY" + bytes([version, 0]) + size + header.encode() + payload
 
 
+def gguf(kvs=(), tensors=(), version=3, align=32):
+    """A GGUF image: kvs [(key, type id, packed value)], tensors [(name, dims,
+    ggml type, bytes)], packed at `align` as ggml does."""
+    def gstr(b):
+        b = b.encode() if isinstance(b, str) else b
+        return struct.pack("<Q", len(b)) + b
+    head = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for key, vtype, packed in kvs:
+        head += gstr(key) + struct.pack("<I", vtype) + packed
+    data = b""
+    for name, dims, ttype, payload in tensors:
+        head += gstr(name) + struct.pack("<I", len(dims))
+        head += b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", ttype, len(data))
+        data += payload + b"\0" * ((-len(payload)) % align)
+    return head + b"\0" * ((-len(head)) % align) + data
+
+
 def write(target, name, data):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -111,6 +128,32 @@ def main():
     write("index", "small", json.dumps({"metadata": {"total_size": 10}, "weight_map": {
         "model.norm.weight": "model-00001-of-00002.safetensors",
         "model.layers.0.self_attn.q_norm.weight": "sub/model-00002-of-00002.safetensors"}}))
+
+
+    def gs(text):
+        return struct.pack("<Q", len(text)) + text.encode()
+    f32 = struct.pack("<4f", 1.0, 0.5, 2.0, 1.25)
+    write("gguf", "empty_v3", gguf())
+    write("gguf", "norms_v2", gguf(version=2, kvs=[
+        ("general.architecture", 8, gs("glm4moe")),
+        ("glm4moe.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-5)),
+        ("glm4moe.block_count", 4, struct.pack("<I", 1))], tensors=[
+        ("blk.0.attn_norm.weight", [4], 0, f32),
+        ("blk.0.attn_q_norm.weight", [2], 30, struct.pack("<2H", 0x3F80, 0x4000)),
+        ("output_norm.weight", [4], 1, struct.pack("<4H", 0x3C00, 0x3800, 0x4000, 0x3D00))]))
+    write("gguf", "arrays_align_8", gguf(align=8, kvs=[
+        ("general.alignment", 4, struct.pack("<I", 8)),
+        ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 2) + gs("a") + gs("bc")),
+        ("scores", 9, struct.pack("<IQ", 6, 2) + struct.pack("<2f", 0.5, -1.0)),
+        ("flag", 7, b"\1"), ("n", 11, struct.pack("<q", -3)), ("d", 12, struct.pack("<d", 2.5))],
+        tensors=[("token_embd.weight", [32, 2], 8, b"\1" * 68), ("b", [3], 24, b"\2\3\4")]))
+    write("gguf", "quant_types", gguf(tensors=[
+        ("q4_k", [256], 12, b"\0" * 144), ("q6_k", [256], 14, b"\0" * 210),
+        ("f64", [1, 2, 1], 28, b"\0" * 16)]))
+    real = os.path.join(REPO, "tests", "data", "tiny_glm45_gguf", "broken", "norms_only.gguf")
+    if os.path.exists(real):
+        with open(real, "rb") as f:
+            write("gguf", "tiny_glm45_norms", f.read())
 
 
 if __name__ == "__main__":

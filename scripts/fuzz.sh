@@ -19,11 +19,13 @@ cd "$repo"
 jobs="${JOBS:-$(nproc)}"
 
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$jobs" --target safetensors_fuzzer npy_fuzzer config_fuzzer index_fuzzer
+cmake --build --preset fuzz -j "$jobs" --target safetensors_fuzzer npy_fuzzer config_fuzzer index_fuzzer \
+  gguf_fuzzer
 
-declare -A dict=([safetensors]=safetensors.dict [npy]=npy.dict [config]=json.dict [index]=json.dict)
+declare -A dict=([safetensors]=safetensors.dict [npy]=npy.dict [config]=json.dict [index]=json.dict
+                 [gguf]=gguf.dict)
 status=0
-for target in safetensors npy config index; do
+for target in safetensors npy config index gguf; do
   out="fuzz-out/$target"
   mkdir -p "$out/corpus"
   echo "== $target: ${seconds}s"

@@ -169,7 +169,23 @@ int RunApply(const ApplyArgs& args) {
       args.rounding == "single" ? Rounding::kSingle : Rounding::kCastThenScale;
 
   const CheckpointNorms ck = CheckpointNorms::Open(args.dir);
-  const ConstTensorView gamma = ck.Gamma(args.norm);
+  ConstTensorView gamma = ck.Gamma(args.norm);
+  // llama.cpp stores every norm as F32; converting GLM-4.5 (BF16) widens
+  // them exactly. Such a gamma is applied as the BF16 it was, so the output
+  // (dtype promotion included) has the bits the safetensors checkpoint
+  // gives (docs/CHECKPOINTS.md, "GGUF").
+  std::vector<uint16_t> narrowed;
+  if (ck.format() == "gguf" && gamma.dtype == DType::kF32) {
+    const auto* f = static_cast<const float*>(gamma.data);
+    bool exact = true;
+    for (int64_t i = 0; i < gamma.width() && exact; ++i) exact = (BitsOf(f[i]) & 0xFFFFu) == 0;
+    if (exact) {
+      narrowed.resize(static_cast<size_t>(gamma.width()));
+      for (int64_t i = 0; i < gamma.width(); ++i) narrowed[i] = BF16FromF32(f[i]);
+      gamma.data = narrowed.data();
+      gamma.dtype = DType::kBF16;
+    }
+  }
   const NormOptions options = ck.Options(rounding);
 
   checkpoint::HostArray x = checkpoint::ReadArray(args.input, "x");
@@ -230,9 +246,11 @@ void RegisterApply(CLI::App& app, CommandRunner& runner) {
   auto args = std::make_shared<ApplyArgs>();
   CLI::App* cmd = app.add_subcommand(
       "apply", "Apply one norm of a checkpoint to an array (.npy or .safetensors: x in, y out)");
-  cmd->add_option("dir", args->dir, "checkpoint directory")->required();
+  cmd->add_option("dir", args->dir, "checkpoint directory, or GGUF file (first file of a split set)")
+      ->required();
   cmd->add_option("--norm", args->norm,
-                  "norm tensor name, e.g. model.layers.0.input_layernorm.weight")
+                  "norm tensor name, e.g. model.layers.0.input_layernorm.weight (for any "
+                  "checkpoint also llama.cpp's name, e.g. blk.0.attn_norm.weight)")
       ->required();
   cmd->add_option("--input", args->input,
                   "input: .npy ('<f4', '<f2', or '<u2' = raw bf16 bits) or .safetensors tensor x")

@@ -18,6 +18,7 @@ void RegisterBench(CLI::App& app, CommandRunner& runner);
 void RegisterInspect(CLI::App& app, CommandRunner& runner);
 void RegisterApply(CLI::App& app, CommandRunner& runner);
 void RegisterCheck(CLI::App& app, CommandRunner& runner);
+void RegisterDiff(CLI::App& app, CommandRunner& runner);
 
 }  // namespace glmnorm::tools
 

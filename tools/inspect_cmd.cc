@@ -1,4 +1,4 @@
-// glmnorm inspect DIR [--json]: every norm of a checkpoint and every problem.
+// glmnorm inspect DIR|FILE.gguf [--json]: every norm of a checkpoint and every problem.
 //
 // Exit status: 0 sound, 1 problems found, 2 the checkpoint could not be read
 // (main prints the error: one line on stderr).
@@ -38,6 +38,7 @@ int64_t ShownWidth(const NormTensor& n) {
 void PrintJson(const CheckpointNorms& ck) {
   const ModelConfig& c = ck.config();
   nlohmann::ordered_json out;
+  out["format"] = std::string(ck.format());
   out["model_type"] = c.model_type;
   out["hidden_size"] = c.hidden_size;
   out["head_dim"] = c.head_dim ? nlohmann::ordered_json(*c.head_dim) : nullptr;
@@ -48,6 +49,7 @@ void PrintJson(const CheckpointNorms& ck) {
   for (const NormTensor& n : ck.norms()) {
     nlohmann::ordered_json entry;
     entry["name"] = n.name;
+    if (ck.format() == "gguf") entry["gguf_name"] = n.stored_name;
     entry["role"] = std::string(RoleName(n.role));
     const int64_t width = ShownWidth(n);
     entry["width"] = width > 0 ? nlohmann::ordered_json(width) : nullptr;
@@ -63,20 +65,27 @@ void PrintJson(const CheckpointNorms& ck) {
 void PrintText(const CheckpointNorms& ck) {
   const ModelConfig& c = ck.config();
   std::printf("checkpoint   %s\n", Printable(ck.dir()).c_str());
+  if (ck.format() == "gguf") {
+    std::printf("format       GGUF, %zu file(s); names below are Transformers', llama.cpp's in "
+                "--json\n", ck.mapped_shards().size());
+  }
   std::printf("model        %s (model_type %s)\n", Printable(ck.model_name()).c_str(),
               c.model_type.empty() ? "missing" : Printable(c.model_type).c_str());
   std::printf("hidden_size  %lld\n", static_cast<long long>(c.hidden_size));
   if (c.head_dim) {
     std::printf("head_dim     %lld\n", static_cast<long long>(*c.head_dim));
   } else {
-    std::printf("head_dim     missing from config.json\n");
+    std::printf("head_dim     missing from %s\n", Printable(ck.config_source()).c_str());
   }
   std::printf("layers       %lld (+%lld MTP)\n", static_cast<long long>(c.num_hidden_layers),
               static_cast<long long>(c.num_nextn_predict_layers));
   if (c.rms_norm_eps) {
-    std::printf("eps          %s\n", ShortestString(*c.rms_norm_eps).c_str());
+    // GGUF stores eps as float32: show the float it is.
+    std::printf("eps          %s\n", ck.format() == "gguf"
+                                          ? ShortestString(static_cast<float>(*c.rms_norm_eps)).c_str()
+                                          : ShortestString(*c.rms_norm_eps).c_str());
   } else {
-    std::printf("eps          missing from config.json\n");
+    std::printf("eps          missing from %s\n", Printable(ck.config_source()).c_str());
   }
   std::printf("use_qk_norm  %s\n\n", c.use_qk_norm ? "true" : "false");
 
@@ -139,10 +148,12 @@ void RegisterInspect(CLI::App& app, CommandRunner& runner) {
       app.add_subcommand("inspect",
                          "List every RMSNorm of a GLM-4.5 checkpoint and check it (exit 0 sound, "
                          "1 problems found, 2 unreadable)");
-  cmd->add_option("dir", args->dir, "checkpoint directory (config.json, safetensors shards)")
+  cmd->add_option("dir", args->dir,
+                  "checkpoint directory (config.json, safetensors shards), or a GGUF file (or "
+                  "the first file of a split set)")
       ->required();
   cmd->add_flag("--json", args->json,
-                "one JSON object: model_type, hidden_size, head_dim, num_layers, eps, "
+                "one JSON object: format, model_type, hidden_size, head_dim, num_layers, eps, "
                 "use_qk_norm, norms, problems");
   cmd->callback([args, &runner] { runner = [args] { return RunInspect(*args); }; });
 }

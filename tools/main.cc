@@ -23,12 +23,13 @@ int main(int argc, char** argv) {
   glmnorm::tools::RegisterInspect(app, runner);
   glmnorm::tools::RegisterApply(app, runner);
   glmnorm::tools::RegisterCheck(app, runner);
+  glmnorm::tools::RegisterDiff(app, runner);
   // CLI11 would only say "A subcommand is required".
   const std::string first = argc > 1 ? argv[1] : "";
   if (!first.empty() && first[0] != '-' &&
       app.get_subcommands([&](const CLI::App* sub) { return sub->check_name(first); }).empty()) {
     glmnorm::tools::PrintError("unknown command \"" + first +
-                               "\"; expected bench, inspect, apply or check");
+                               "\"; expected bench, inspect, apply, check or diff");
     return 2;
   }
   try {

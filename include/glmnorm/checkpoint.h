@@ -10,6 +10,11 @@
 // only those tensors' bytes: a 355B checkpoint opens in milliseconds. The
 // gamma views point into the read-only mappings (zero-copy) and stay valid
 // as long as the CheckpointNorms object (moving it keeps them valid).
+//
+// Open also takes a GGUF file (llama.cpp, architecture glm4moe) or the first
+// file of a GGUF split set: the config comes from its metadata (ConfigFromGguf
+// in checkpoint_norms.cc), the norms are found under llama.cpp's names
+// (glmnorm/gguf.h) and reported under Transformers' names.
 #ifndef GLMNORM_CHECKPOINT_H_
 #define GLMNORM_CHECKPOINT_H_
 
@@ -17,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -87,9 +93,13 @@ struct NormTensor {
   int64_t expected_width = 0;  // hidden_size or head_dim (0 when head_dim is unknown)
   bool present = false;        // found in its shard
   std::string shard;           // file name from the index ("" when not present)
-  std::string dtype;           // safetensors dtype name ("BF16"), when present
+  std::string stored_name;     // the name in the file: `name`, or the GGUF name
+  std::string dtype;           // safetensors dtype name ("BF16"), or ggml type name, when present
   std::vector<int64_t> shape;  // as stored, when present
   GammaStats stats;            // when present with a float dtype
+  // The tensor's bytes as stored (a view into the file), when present,
+  // whether or not it passed the checks (glmnorm diff compares them).
+  std::span<const std::byte> stored_bytes;
   // Set when the gamma passed every check (present, BF16/F16/F32, 1-D of the
   // expected width, all finite); data == nullptr otherwise.
   ConstTensorView gamma;
@@ -98,18 +108,28 @@ struct NormTensor {
 
 class CheckpointNorms {
  public:
-  // Opens the checkpoint directory `dir`. Throws glmnorm::Error (one line:
-  // the file and why) when it cannot be read: config.json missing or not
-  // valid, no index and no model.safetensors, an invalid index, or a shard
-  // holding norms that is missing or not a valid safetensors file. Everything
-  // else that is wrong is collected in problems().
+  // Opens the checkpoint directory `dir`, or the GGUF file `dir` (a .gguf
+  // file, or the first file of a split set NAME-00001-of-0000N.gguf; a
+  // directory holding GGUF files and nothing else opens its one GGUF
+  // checkpoint). Throws glmnorm::Error (one line: the file and why) when it
+  // cannot be read: config.json missing or not valid, no index and no
+  // model.safetensors, an invalid index, a shard holding norms that is
+  // missing or not a valid safetensors file, a malformed GGUF file or split
+  // set, GGUF metadata without embedding_length or block_count, or a
+  // directory holding both a safetensors checkpoint and GGUF files.
+  // Everything else that is wrong is collected in problems().
   static CheckpointNorms Open(const std::string& dir);
 
   CheckpointNorms(CheckpointNorms&&) noexcept;
   CheckpointNorms& operator=(CheckpointNorms&&) noexcept;
   ~CheckpointNorms();
 
+  // The path given to Open (without trailing slashes).
   const std::string& dir() const { return dir_; }
+  // "safetensors" or "gguf".
+  std::string_view format() const { return gguf_ ? "gguf" : "safetensors"; }
+  // Where the config came from: "config.json", or the GGUF file's name.
+  const std::string& config_source() const { return config_source_; }
   const ModelConfig& config() const { return config_; }
   // "GLM-4.5", "GLM-4.5-Air" (by their shapes), else "glm4_moe", else the
   // model_type as written.
@@ -118,7 +138,9 @@ class CheckpointNorms {
   // Every norm the config implies, in model order (layer by layer, then
   // model.norm), whether present or not.
   const std::vector<NormTensor>& norms() const { return norms_; }
-  const NormTensor* Find(std::string_view name) const;  // nullptr: not a norm of this model
+  // By Transformers name, or by GGUF name (blk.0.attn_norm.weight) for any
+  // checkpoint; nullptr: not a norm of this model.
+  const NormTensor* Find(std::string_view name) const;
 
   // One line per problem found (missing or unexpected norms, wrong widths,
   // dtypes or shapes, NaN/inf gammas, missing/suspicious rms_norm_eps,
@@ -136,15 +158,21 @@ class CheckpointNorms {
   ConstTensorView Gamma(std::string_view name) const;
 
   // The shard files (names from the index) that were mapped: only those
-  // holding norm tensors.
+  // holding norm tensors. For GGUF: every file of the set.
   std::vector<std::string> mapped_shards() const;
 
  private:
   CheckpointNorms() = default;
   struct Shards;
   void Load();
+  void LoadGguf();
+  void CheckConfig(const std::string& eps_key, const std::string& head_dim_key);
+  bool CheckNorm(NormTensor& norm, std::span<const std::byte> bytes, std::optional<DType> dtype,
+                 const std::string& label);
 
   std::string dir_;
+  bool gguf_ = false;
+  std::string config_source_ = "config.json";
   ModelConfig config_;
   std::string model_name_;
   std::vector<NormTensor> norms_;

@@ -52,7 +52,7 @@ TEST(Inspect, JsonHasTheDocumentedKeys) {
   std::vector<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.push_back(k);
   EXPECT_THAT(keys,
-              testing::UnorderedElementsAre("model_type", "hidden_size", "head_dim", "num_layers",
+              testing::UnorderedElementsAre("format", "model_type", "hidden_size", "head_dim", "num_layers",
                                             "eps", "use_qk_norm", "norms", "problems"));
   EXPECT_EQ(j["model_type"], "glm4_moe");
   EXPECT_EQ(j["hidden_size"], 48);
