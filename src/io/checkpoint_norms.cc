@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -155,16 +156,19 @@ CheckpointNorms CheckpointNorms::Open(const std::string& dir) {
   while (n.dir_.size() > 1 && n.dir_.back() == '/') n.dir_.pop_back();
   n.shards_ = std::make_unique<Shards>();
   struct stat st {};
-  if (stat(n.dir_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+  const bool exists = stat(n.dir_.c_str(), &st) == 0;
+  if ((exists && !S_ISDIR(st.st_mode)) || (!exists && IsGgufPath(n.dir_))) {
+    // A file (or a .gguf that is not there: the reader says why).
     if (!IsGgufPath(n.dir_)) {
-      throw Error(n.dir_ + ": is a file but not a .gguf file; expected a checkpoint directory " +
-                  "(config.json, safetensors shards) or a GGUF file");
+      throw Error(n.dir_ + ": is " + std::string(checkpoint::FileTypeName(st.st_mode)) +
+                  ", expected a checkpoint directory (config.json, safetensors shards) or a "
+                  ".gguf file");
     }
     n.gguf_ = true;
     n.LoadGguf();
     return n;
   }
-  if (stat(n.dir_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (exists && S_ISDIR(st.st_mode)) {
     // GGUF files beside the checkpoint: say so rather than pick one.
     std::vector<std::string> ggufs;
     if (DIR* d = opendir(n.dir_.c_str())) {
@@ -399,9 +403,9 @@ int64_t GgufCount(const GgufCheckpoint& g, const std::string& key, bool required
   }
   const std::optional<uint64_t> n = v->AsUint();
   if (!n || *n > (uint64_t{1} << 31)) {
-    throw Error(g.path() + ": " + key + " is " + std::string(GgufValueTypeName(v->type)) +
-                (n ? " " + std::to_string(*n) : std::string()) +
-                ", expected a non-negative integer below 2^31");
+    std::string what = g.path() + ": " + key + " is " + std::string(GgufValueTypeName(v->type));
+    if (n) what += " " + std::to_string(*n);
+    throw Error(what + ", expected a non-negative integer below 2^31");
   }
   return static_cast<int64_t>(*n);
 }

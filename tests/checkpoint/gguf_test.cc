@@ -206,7 +206,7 @@ TEST(GgufCheckpoint, DirectoriesAreNotGuessed) {
   EXPECT_TRUE(CheckpointNorms::Open(kGgufDir + "/split").sound());
   // A file that is not .gguf.
   EXPECT_THAT(ErrorOf([&] { CheckpointNorms::Open(kData + "/tiny_glm45/config.json"); }),
-              HasSubstr("is a file but not a .gguf file"));
+              HasSubstr("config.json: is a regular file, expected a checkpoint directory"));
 }
 
 TEST(GgufCheckpoint, AirHasNoQkNorms) {
