@@ -21,6 +21,11 @@ constexpr uint64_t kDefaultAlignment = 32;
 constexpr int kMaxDims = 4;            // GGML_MAX_DIMS
 constexpr size_t kMaxTensorName = 63;  // GGML_MAX_NAME - 1
 constexpr uint64_t kInt64Max = static_cast<uint64_t>(INT64_MAX);
+// Bounds on the entries a file may declare, so that the memory the reader
+// takes is bounded whatever the file's size (GLM-4.5 has ~1,800 tensors and
+// ~50 keys; arrays, such as the vocabulary, are one key and never copied).
+constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
+constexpr uint64_t kMaxKeys = uint64_t{1} << 16;
 
 // ggml's types by id (ggml.h; gguf-py GGML_QUANT_SIZES). Gaps are retired ids.
 struct TypeRow {
@@ -307,7 +312,15 @@ void GgufFile::ParseImage(std::span<const std::byte> image) {
             "for at most " + std::to_string(in.remaining() / 24));
   }
 
-  metadata_.reserve(static_cast<size_t>(kv_count));
+  if (kv_count > kMaxKeys) {
+    in.Fail("header claims " + std::to_string(kv_count) + " metadata entries; glmnorm reads at " +
+            "most " + std::to_string(kMaxKeys));
+  }
+  if (tensor_count > kMaxTensors) {
+    in.Fail("header claims " + std::to_string(tensor_count) + " tensors; glmnorm reads at most " +
+            std::to_string(kMaxTensors));
+  }
+
   for (uint64_t k = 0; k < kv_count; ++k) {
     const std::string where = "metadata entry " + std::to_string(k);
     std::string key = in.String(where + " key");
@@ -353,7 +366,6 @@ void GgufFile::ParseImage(std::span<const std::byte> image) {
     metadata_.emplace_back(std::move(key), std::move(v));
   }
 
-  tensors_.reserve(static_cast<size_t>(tensor_count));
   for (uint64_t t = 0; t < tensor_count; ++t) {
     const std::string where = "tensor info " + std::to_string(t);
     GgufTensor ti;

@@ -5,9 +5,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "array_file.h"
