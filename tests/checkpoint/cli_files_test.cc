@@ -511,7 +511,8 @@ TEST_F(ApplyFiles, EveryFailureExitsTwoWithOneLine) {
   };
   const std::vector<Case> cases = {
       {{}, "subcommand is required"},
-      {{"frobnicate"}, "unknown command \"frobnicate\"; expected bench, inspect, apply or check"},
+      {{"frobnicate"},
+       "unknown command \"frobnicate\"; expected bench, inspect, apply, check or diff"},
       {{"apply", ck_}, "--norm"},
       {with(Apply(x_, y), {"--rounding", "fast"}), "--rounding"},
       {with(Apply(x_, y), {"--bogus"}), "--bogus"},
@@ -532,7 +533,9 @@ TEST_F(ApplyFiles, EveryFailureExitsTwoWithOneLine) {
       {{"inspect", root_ / "nonexistent"}, "config.json: cannot open: No such file or directory"},
       {{"inspect", "--json", bad_index}, "model.safetensors.index.json: not valid JSON"},
       {{"inspect", bad_config}, "config.json: not a JSON object"},
-      {{"inspect", x_}, "x.npy/config.json: cannot open: Not a directory"},
+      {{"inspect", x_},
+       "x.npy: is a regular file, expected a checkpoint directory (config.json, safetensors "
+       "shards) or a .gguf file"},
       // bench: bad numbers and names are errors, not a crash or an empty table.
       {{"bench", "--tokens", "0"}, "bench: --tokens must be in [1, 16777216], got 0"},
       {{"bench", "--tokens", "1000000000000000"}, "--tokens must be in [1, 16777216]"},
