@@ -20,6 +20,7 @@ checkpoints; rerun to regenerate):
                            offsets and counts past the end, a 2^62 tensor
                            count, a 2^40-byte string).
   air.gguf                 tests/data/tiny_air converted the same way.
+  dtypes/{bf16,f16}_norms.gguf  the norms stored as BF16 (exact) and F16 (rounded).
 
 The variants hold the norms and a token embedding only (a few KB each). The C++
 tests read these files with glmnorm's reader and need no Python. Run with the
@@ -206,6 +207,11 @@ def main():
         return res
     write(os.path.join(b, "one_ulp.gguf"), config, bump("blk.2.post_attention_norm.weight"))
     write(os.path.join(b, "nan_gain.gguf"), config, bump("output_norm.weight", np.float32("nan")))
+    # Norms stored as BF16 (exact: the checkpoint's own values) and F16 (rounded).
+    for name, qtype in (("bf16_norms", gguf.GGMLQuantizationType.BF16),
+                        ("f16_norms", gguf.GGMLQuantizationType.F16)):
+        write(os.path.join(out, "dtypes", name + ".gguf"), config,
+              [(n, a, qtype if q == gguf.GGMLQuantizationType.F32 else q) for n, a, q in base])
     write(os.path.join(b, "missing_norm.gguf"), config,
           [t for t in base if t[0] != "blk.0.attn_k_norm.weight"])
 

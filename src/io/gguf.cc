@@ -548,7 +548,7 @@ GgufCheckpoint GgufCheckpoint::Open(const std::string& path) {
   GgufCheckpoint ck;
   ck.path_ = path;
   ck.files_.push_back(GgufFile::Open(path));
-  const GgufFile& first = ck.files_.front();
+  const GgufFile& first = ck.files_.front();  // valid until the next push_back
   const GgufValue* count_value = first.FindKey("split.count");
   const std::optional<SplitName> name = ParseSplitName(path);
   int count = 1;
@@ -603,7 +603,8 @@ GgufCheckpoint GgufCheckpoint::Open(const std::string& path) {
     }
   }
   if (count > 1) {
-    const GgufValue* n = first.FindKey("split.tensors.count");
+    // Not `first`: the push_backs above may have moved the files.
+    const GgufValue* n = ck.files_.front().FindKey("split.tensors.count");
     if (n != nullptr && n->AsUint() != total) {
       throw Error(path + ": split.tensors.count says " +
                   (n->AsUint() ? std::to_string(*n->AsUint()) : std::string("?")) +

@@ -220,6 +220,30 @@ TEST(GgufCheckpoint, AirHasNoQkNorms) {
   EXPECT_EQ(air.model_name(), CheckpointNorms::Open(kData + "/tiny_air").model_name());
 }
 
+TEST(GgufCheckpoint, F16AndBF16NormsAreRead) {
+  const CheckpointNorms st = CheckpointNorms::Open(kData + "/tiny_glm45");
+  for (const auto& [file, dtype] : {std::pair{"bf16_norms.gguf", DType::kBF16},
+                                    std::pair{"f16_norms.gguf", DType::kF16}}) {
+    const CheckpointNorms gg = CheckpointNorms::Open(kGgufDir + "/dtypes/" + file);
+    EXPECT_TRUE(gg.sound()) << file;
+    for (const NormTensor& a : st.norms()) {
+      const NormTensor* b = gg.Find(a.name);
+      ASSERT_TRUE(b != nullptr && b->usable()) << a.name;
+      EXPECT_EQ(b->dtype, dtype == DType::kBF16 ? "BF16" : "F16");
+      ASSERT_EQ(b->gamma.dtype, dtype);
+      const auto* x = static_cast<const uint16_t*>(a.gamma.data);
+      const auto* y = static_cast<const uint16_t*>(b->gamma.data);
+      for (int64_t k = 0; k < a.gamma.width(); ++k) {
+        // The tiny gammas are exact in F16 too.
+        EXPECT_EQ(F32FromBF16(x[k]), dtype == DType::kBF16 ? F32FromBF16(y[k]) : F32FromF16(y[k]));
+      }
+    }
+  }
+  // Two GGUF checkpoints in one directory: not guessed.
+  EXPECT_THAT(ErrorOf([&] { CheckpointNorms::Open(kGgufDir + "/dtypes"); }),
+              HasSubstr("holds 2 GGUF checkpoints; give the .gguf file to read"));
+}
+
 // ---- The commands -----------------------------------------------------------
 
 struct Broken {
