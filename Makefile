@@ -65,13 +65,13 @@ pyenv:
 	@bash scripts/python_env.sh $(PY_REQUIREMENTS)
 
 # For the test targets: without the venvs (no network for pip) the C++ tests
-# must still run; ctest then reports safetensors_parity and python_pytest as
+# must still run; ctest then reports safetensors_parity, gguf_parity and python_pytest as
 # FAILED with the reason (or as not run with GLMNORM_SKIP_PYTHON=1), so say
 # so here too.
 pyenv-or-warn:
 	@if [ "$${GLMNORM_SKIP_PYTHON:-0}" != 1 ]; then \
 	  bash scripts/python_env.sh $(PARITY_REQUIREMENTS) >/dev/null || \
-	  echo "*** make pyenv failed: the Python parity test will FAIL (GLMNORM_SKIP_PYTHON=1 skips it)" >&2; \
+	  echo "*** make pyenv failed: the Python parity tests will FAIL (GLMNORM_SKIP_PYTHON=1 skips them)" >&2; \
 	  bash scripts/python_env.sh $(PY_REQUIREMENTS) >/dev/null || \
 	  echo "*** make pyenv failed for $(PY_REQUIREMENTS): the Python package is not built and its tests (python_pytest) will FAIL (GLMNORM_SKIP_PYTHON=1 skips them)" >&2; \
 	fi
