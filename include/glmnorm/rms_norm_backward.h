@@ -10,8 +10,12 @@
 //                                  (recomputed exactly as the forward does it,
 //                                  or taken from the `rstd` the forward saved)
 //   xf_i = x_i * rr               the UNROUNDED normalised value
-//   dh_i = Dy(dy_i * g_i)          cast-then-scale: rounded to Dy, as torch's
-//                                  `weight * h` backward (a Dy-typed mul) does;
+//   dh_i = T(dy_i * g_i)           cast-then-scale: rounded to x's dtype T, as
+//                                  torch's `weight * h_cast` backward does (the
+//                                  product in Dy, then the gradient of the
+//                                  T-typed h_cast; with a float32 weight and
+//                                  16-bit x, Dy is float32 and T is the only
+//                                  rounding);
 //        = dy_i * g_i              single rounding: float32
 //   c    = (sum_i dh_i * xf_i) / n   canonical reduction order (ACCURACY.md)
 //   dx_i = dX( rr * (dh_i - xf_i * c) )          rounded once to dx's dtype
@@ -29,8 +33,10 @@
 //
 // Determinism: rows are cut into blocks of kDGammaRowBlock consecutive rows;
 // each block's partial dgamma is summed in row order into a float32 row of
-// the workspace, then the partials are added in block order. No atomics: the
-// bits of dx and dgamma do not depend on the thread count, the executor or
+// the workspace, then the partials are added as a pairwise tree over blocks
+// (fixed by the block count alone: the error grows with log2 of the token
+// count, as torch's tree reduction's does). No atomics: the bits of dx and
+// dgamma do not depend on the thread count, the executor, the workspace or
 // the SIMD target.
 //
 // Workspace: NormBackwardWorkspaceBytes(rows, width) bytes. Pass a buffer in

@@ -118,7 +118,11 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
       if (has_offset) g = hn::Add(g, voff);
       const V p = hn::Mul(dyv, g);
       if constexpr (kCastThenScale) {
-        return RoundTo<Dy>(d, p);
+        // torch: the gradient reaching h_cast (a tensor of x's dtype) is
+        // (dy * weight).to(T), the product in Dy (T, or float32 for a
+        // float32 weight with 16-bit x: then this is the only rounding).
+        static_assert(std::is_same_v<Dy, T> || std::is_same_v<Dy, float>);
+        return RoundTo<T>(d, p);
       } else {
         return p;
       }
@@ -230,16 +234,37 @@ void RmsNormBackwardBlocks(const RmsNormBackwardJob& job, int64_t block_begin,
   });
 }
 
-// dgamma[j] = sum over blocks, in block order, of partials[b][j]: per column
-// a sequential float32 sum, the same on every target.
+// dgamma[j] = the sum over blocks of partials[b][j] as a pairwise tree fixed
+// by the block count: blocks enter in order as leaves of a binary counter
+// (two sums of 2^k blocks are added into one of 2^(k+1), left + right), and
+// what is left is added from the last sum back to the first. Per column,
+// lane by lane: the same bits on every target, and the error grows with
+// log2(blocks), not with blocks.
 void ReduceDGamma(const DGammaReduceJob& job) {
   const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
   constexpr size_t N = hn::MaxLanes(d);
+  constexpr int kMaxLevels = 64;  // 2^64 blocks
+  HWY_ALIGN float sums[kMaxLevels * N];
+  int levels[kMaxLevels];
   const size_t width = static_cast<size_t>(job.width);
   for (size_t j = 0; j < width; j += N) {
-    auto acc = hn::Zero(d);
+    int depth = 0;
     for (int64_t b = 0; b < job.blocks; ++b) {
-      acc = hn::Add(acc, hn::Load(d, job.partials + b * job.partial_stride + j));
+      V v = hn::Load(d, job.partials + b * job.partial_stride + j);
+      int level = 0;
+      while (depth > 0 && levels[depth - 1] == level) {
+        --depth;
+        v = hn::Add(hn::Load(d, sums + depth * N), v);
+        ++level;
+      }
+      hn::Store(v, d, sums + depth * N);
+      levels[depth++] = level;
+    }
+    V acc = hn::Zero(d);
+    if (depth > 0) {
+      acc = hn::Load(d, sums + (depth - 1) * N);
+      for (int k = depth - 2; k >= 0; --k) acc = hn::Add(hn::Load(d, sums + k * N), acc);
     }
     const size_t n = std::min(N, width - j);
     StoreAny(d, acc, job.dgamma_type,
