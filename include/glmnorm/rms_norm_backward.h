@@ -31,13 +31,14 @@
 // dgamma's dtype dG (the caller's choice). This is torch's op sequence up to
 // the order of the float32 sums, which is glmnorm's own.
 //
-// Determinism: rows are cut into blocks of kDGammaRowBlock consecutive rows;
-// each block's partial dgamma is summed in row order into a float32 row of
-// the workspace, then the partials are added as a pairwise tree over blocks
-// (fixed by the block count alone: the error grows with log2 of the token
-// count, as torch's tree reduction's does). No atomics: the bits of dx and
-// dgamma do not depend on the thread count, the executor, the workspace or
-// the SIMD target.
+// Determinism: rows are cut into blocks of kDGammaRowBlock consecutive rows
+// (the unit of the thread split) and leaves of kDGammaLeafRows rows; each
+// leaf's dgamma terms are summed in row order into a float32 row of the
+// workspace, then the leaves' sums are added as a pairwise tree fixed by the
+// leaf count alone (the float32 error grows like 16 + log2(rows / 16) adds,
+// below torch's 4-level cascade sum). No atomics: the bits of dx and dgamma
+// do not depend on the thread count, the executor, the workspace or the SIMD
+// target.
 //
 // Workspace: NormBackwardWorkspaceBytes(rows, width) bytes. Pass a buffer in
 // `workspace` (any alignment; at least that many bytes) or leave it empty to
@@ -55,8 +56,10 @@
 
 namespace glmnorm {
 
-// Rows per dgamma partial sum (fixed: part of the bits' definition).
+// Rows per block of the thread split, and rows per dgamma leaf sum (both
+// fixed: part of the bits' definition).
 constexpr int64_t kDGammaRowBlock = 64;
+constexpr int64_t kDGammaLeafRows = 16;
 
 // Caller-owned scratch memory of a backward call; empty: the internal arena.
 struct Workspace {
@@ -65,9 +68,10 @@ struct Workspace {
 };
 
 // Bytes of workspace a backward over `rows` rows of `width` needs:
-// 3 * ceil(rows / kDGammaRowBlock) float32 rows of width rounded up to 16
-// (per block: its dgamma partial, and the xf and dh of the row in hand), plus
-// 64 bytes of alignment slack (0 when rows or width is 0).
+// ceil(rows / kDGammaLeafRows) + 2 * ceil(rows / kDGammaRowBlock) float32 rows
+// of width rounded up to 16 (per leaf: its dgamma sum; per block: the xf and
+// dh of the row in hand), plus 64 bytes of alignment slack (0 when rows or
+// width is 0). 4096 x 5120: 7.9 MiB.
 size_t NormBackwardWorkspaceBytes(int64_t rows, int64_t width);
 
 // Gradients of y = RmsNorm(x, gamma, options).

@@ -76,13 +76,9 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
   const float offset = job.p.weight_offset;
   const bool has_offset = offset != 0.0f;
   const V voff = hn::Set(d, offset);
-  float* HWY_RESTRICT partial = job.partials + block * job.partial_stride;
   // The row's xf and dh, kept from pass A for pass B (float32: exact).
   float* HWY_RESTRICT xf_row = job.scratch + block * 2 * job.partial_stride;
   float* HWY_RESTRICT dh_row = xf_row + job.partial_stride;
-  // The partial rows are padded to a multiple of 16 floats: whole vectors
-  // may be loaded and stored there even at the tail of a row.
-  std::memset(partial, 0, sizeof(float) * static_cast<size_t>(job.partial_stride));
   const int64_t row_begin = block * kDGammaRowBlock;
   const int64_t row_end = std::min(job.rows, row_begin + kDGammaRowBlock);
   const size_t dres_size = SizeOf(job.dx_type), dx2_size = SizeOf(job.dx2_type);
@@ -94,6 +90,13 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
   const bool stream =
       kCanStream && job.rows * job.p.width * int64_t{sizeof(Dx)} >= cpu::kStreamMinBytes;
   for (int64_t row = row_begin; row < row_end; ++row) {
+    // The row's leaf sum (kDGammaRowBlock is a multiple of kDGammaLeafRows:
+    // a leaf never spans two blocks). The rows are padded to a multiple of 16
+    // floats: whole vectors may be loaded and stored even at a row's tail.
+    float* HWY_RESTRICT partial = job.partials + (row / kDGammaLeafRows) * job.partial_stride;
+    if (row % kDGammaLeafRows == 0) {
+      std::memset(partial, 0, sizeof(float) * static_cast<size_t>(job.partial_stride));
+    }
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
     const Dy* dy = static_cast<const Dy*>(job.dy) + job.dy_rows.Offset(row);
     Dx* dx = static_cast<Dx*>(job.dx) + job.dx_rows.Offset(row);
@@ -234,12 +237,12 @@ void RmsNormBackwardBlocks(const RmsNormBackwardJob& job, int64_t block_begin,
   });
 }
 
-// dgamma[j] = the sum over blocks of partials[b][j] as a pairwise tree fixed
-// by the block count: blocks enter in order as leaves of a binary counter
-// (two sums of 2^k blocks are added into one of 2^(k+1), left + right), and
-// what is left is added from the last sum back to the first. Per column,
-// lane by lane: the same bits on every target, and the error grows with
-// log2(blocks), not with blocks.
+// dgamma[j] = the sum over leaves of partials[b][j] as a pairwise tree fixed
+// by the leaf count: leaves enter in order into a binary counter (two sums
+// of 2^k leaves are added into one of 2^(k+1), left + right), and what is
+// left is added from the last sum back to the first. Per column, lane by
+// lane: the same bits on every target, and the error grows with
+// log2(leaves), not with leaves.
 void ReduceDGamma(const DGammaReduceJob& job) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
@@ -250,7 +253,7 @@ void ReduceDGamma(const DGammaReduceJob& job) {
   const size_t width = static_cast<size_t>(job.width);
   for (size_t j = 0; j < width; j += N) {
     int depth = 0;
-    for (int64_t b = 0; b < job.blocks; ++b) {
+    for (int64_t b = 0; b < job.leaves; ++b) {
       V v = hn::Load(d, job.partials + b * job.partial_stride + j);
       int level = 0;
       while (depth > 0 && levels[depth - 1] == level) {
