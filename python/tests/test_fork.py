@@ -84,7 +84,7 @@ _CHILDREN = {
 @pytest.mark.parametrize("child", sorted(_CHILDREN))
 def test_fork_child_finishes_with_parents_bits(child):
     body = textwrap.indent(textwrap.dedent(_CHILDREN[child]).strip(), "    ")
-    script = _SCRIPT.replace("    {child}", body).replace("{limit}", "60")
+    script = _SCRIPT.replace("{child}", body).replace("{limit}", "60")
     env = dict(os.environ)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=240, env=env)
