@@ -2,7 +2,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cerrno>
 #include <memory>
 #include <new>
@@ -180,14 +179,11 @@ namespace {
 
 // A thread joins a job only if its share is at least this many bytes moved:
 // below, waking it and pulling the rows into its core's cache costs more than
-// the share saves. TUNING: read from GLMNORM_MIN_BYTES_PER_THREAD (temporary).
-int64_t MinBytesPerThread() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("GLMNORM_MIN_BYTES_PER_THREAD");
-    return e != nullptr ? std::atoll(e) : int64_t{512} * 1024;
-  }();
-  return v;
-}
+// the share saves. Chosen from `glmnorm bench` (docs/BACKWARD.md "Threads"):
+// with a 256 KiB minimum (the old 512 KiB gate) 2 threads were 1.2-1.5x slower
+// than 1 at 16-128 tokens; with 2 MiB every job under 4 MiB (f32 and bf16 up
+// to ~100 tokens of 5120) stays on the calling thread.
+constexpr int64_t kMinBytesPerThread = int64_t{2} << 20;
 constexpr int64_t kTasksPerThread = 4;
 
 }  // namespace
@@ -201,7 +197,7 @@ Split ChooseSplit(const Execution& execution, const JobSize& size) {
     split.num_tasks = std::min<int64_t>(size.rows, 16 * kTasksPerThread);
     return split;
   }
-  const int64_t by_size = size.bytes_moved / MinBytesPerThread();
+  const int64_t by_size = size.bytes_moved / kMinBytesPerThread;
   if (by_size < 2) return split;
   const int64_t threads = std::min<int64_t>(by_size, NumThreads());
   if (threads < 2) return split;
