@@ -1,10 +1,20 @@
-// The pool: caller executors, concurrent callers, resizing.
+// The pool: caller executors, concurrent callers, resizing, fork().
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "backend/cpu/thread_pool.h"
 
 #include "glmnorm/glmnorm.h"
 #include "support/test_support.h"
@@ -71,7 +81,7 @@ TEST(Threading, ConcurrentCallersGetCorrectResults) {
   for (const auto& out : outs) {
     EXPECT_EQ(0, std::memcmp(out.data(), ref.data(), rows * width * 4));
   }
-  SetNumThreads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  SetNumThreads(AvailableCpus());
 }
 
 TEST(Threading, ResizeWhileOtherThreadsCall) {
@@ -90,11 +100,119 @@ TEST(Threading, ResizeWhileOtherThreadsCall) {
   });
   for (int n : {1, 4, 2, 8, 3, 2}) {
     SetNumThreads(n);
-    EXPECT_EQ(NumThreads(), n);
+    EXPECT_EQ(NumThreads(), std::min(n, AvailableCpus()));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   stop = true;
   caller.join();
+  EXPECT_EQ(bad, 0);
+}
+
+
+// More threads than CPUs only add handoffs: the pool is capped at the CPUs
+// the process may run on, and NumThreads() says how many it uses.
+TEST(Threading, ThreadCountCappedAtAvailableCpus) {
+  const int cpus = AvailableCpus();
+  ASSERT_GE(cpus, 1);
+  SetNumThreads(1000);
+  EXPECT_EQ(NumThreads(), std::min(1000, cpus));
+  SetNumThreads(1);
+  EXPECT_EQ(NumThreads(), 1);
+  SetNumThreads(cpus);
+  EXPECT_EQ(NumThreads(), cpus);
+}
+
+// x of ones [64, 4096] f32: large enough for the pool (2 MiB moved).
+struct ForkCase {
+  static constexpr int64_t kRows = 64, kWidth = 4096;
+  std::vector<float> x = std::vector<float>(kRows * kWidth);
+  std::vector<float> g = std::vector<float>(kWidth);
+  ForkCase() {
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 1.0f + 0.001f * static_cast<float>(i % 97);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = 0.5f + 0.01f * static_cast<float>(i % 13);
+  }
+  std::vector<float> Run() const {
+    std::vector<float> y(x.size());
+    RmsNorm(Contiguous<const void*>(x.data(), DType::kF32, {kRows, kWidth}),
+            Contiguous<const void*>(g.data(), DType::kF32, {kWidth}),
+            Contiguous<void*>(y.data(), DType::kF32, {kRows, kWidth}));
+    return y;
+  }
+};
+
+// fork()s; the child runs `child` (its exit status) and _exits; the parent
+// waits at most `limit`, so a hang fails the test instead of blocking it.
+template <class Fn>
+std::string ForkAndWait(const Fn& child, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const pid_t pid = fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    int status = 99;
+    try {
+      status = child();
+    } catch (...) {
+      status = 98;
+    }
+    _exit(status);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+      return "child exited with status " + std::to_string(status);
+    }
+    if (r < 0) return "waitpid failed";
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return "child hung (killed after the time limit)";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+TEST(Threading, ForkChildRunsOpsResizesAndExits) {
+  SetNumThreads(AvailableCpus());
+  const ForkCase c;
+  const std::vector<float> parent = c.Run();  // starts the pool's workers
+  // The child: the parent's bits, a resize, the bits again; and a child that
+  // only exits (destroying nothing it cannot).
+  EXPECT_EQ("", ForkAndWait([&] {
+              if (c.Run() != parent) return 1;
+              SetNumThreads(1);
+              if (NumThreads() != 1 || c.Run() != parent) return 2;
+              SetNumThreads(AvailableCpus());
+              if (c.Run() != parent) return 3;
+              // A grandchild of a child that has its own pool.
+              if (ForkAndWait([&] { return c.Run() == parent ? 0 : 1; }) != "") return 4;
+              return 0;
+            }));
+  EXPECT_EQ("", ForkAndWait([] { return 0; }));
+  EXPECT_EQ("", ForkAndWait([] {
+              SetNumThreads(1);
+              return 0;
+            }));
+  EXPECT_EQ(parent, c.Run());  // the parent's pool keeps working
+}
+
+// Another thread of the parent is inside the pool (or taking its lock) when
+// the main thread forks: the child still gets the parent's bits.
+TEST(Threading, ForkWhileAnotherThreadRuns) {
+  SetNumThreads(AvailableCpus());
+  const ForkCase c;
+  const std::vector<float> parent = c.Run();
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::thread busy([&] {
+    while (!stop) bad += c.Run() != parent;
+  });
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ("", ForkAndWait([&] { return c.Run() == parent ? 0 : 1; })) << "fork " << i;
+  }
+  stop = true;
+  busy.join();
   EXPECT_EQ(bad, 0);
 }
 

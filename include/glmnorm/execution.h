@@ -26,9 +26,20 @@ struct Execution {
   const Executor* executor = nullptr;
 };
 
-// Number of threads (caller included) the default pool uses. Defaults to the
-// hardware concurrency. Setting it swaps in a new pool; calls in flight finish
-// on the old one. n < 1 is an error (glmnorm::Error).
+// Number of threads (caller included) the default pool uses.
+//
+// SetNumThreads(n) asks for n threads; the pool uses min(n, the CPUs this
+// process may run on: sched_getaffinity, so taskset and cpusets count),
+// because the kernels are bound by memory and compute, and more threads than
+// CPUs only add handoffs. NumThreads() reports the threads actually used (the
+// request is kept: a later call with a different affinity, or a fork()
+// child, applies the same rule again). The default is every available CPU.
+// Setting a different count swaps in a new pool (built on the next call);
+// calls in flight finish on the old one. n < 1 is an error (glmnorm::Error).
+//
+// fork(): safe. The child forgets the parent's workers (they do not exist
+// there) and starts its own on its first call; the parent's pool is
+// unaffected, also when another thread of the parent was inside a call.
 void SetNumThreads(int n);
 int NumThreads();
 

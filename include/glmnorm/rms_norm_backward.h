@@ -10,8 +10,12 @@
 //                                  (recomputed exactly as the forward does it,
 //                                  or taken from the `rstd` the forward saved)
 //   xf_i = x_i * rr               the UNROUNDED normalised value
-//   dh_i = Dy(dy_i * g_i)          cast-then-scale: rounded to Dy, as torch's
-//                                  `weight * h` backward (a Dy-typed mul) does;
+//   dh_i = T(dy_i * g_i)           cast-then-scale: rounded to x's dtype T, as
+//                                  torch's `weight * h_cast` backward does (the
+//                                  product in Dy, then the gradient of the
+//                                  T-typed h_cast; with a float32 weight and
+//                                  16-bit x, Dy is float32 and T is the only
+//                                  rounding);
 //        = dy_i * g_i              single rounding: float32
 //   c    = (sum_i dh_i * xf_i) / n   canonical reduction order (ACCURACY.md)
 //   dx_i = dX( rr * (dh_i - xf_i * c) )          rounded once to dx's dtype
@@ -27,11 +31,14 @@
 // dgamma's dtype dG (the caller's choice). This is torch's op sequence up to
 // the order of the float32 sums, which is glmnorm's own.
 //
-// Determinism: rows are cut into blocks of kDGammaRowBlock consecutive rows;
-// each block's partial dgamma is summed in row order into a float32 row of
-// the workspace, then the partials are added in block order. No atomics: the
-// bits of dx and dgamma do not depend on the thread count, the executor or
-// the SIMD target.
+// Determinism: rows are cut into blocks of kDGammaRowBlock consecutive rows
+// (the unit of the thread split) and leaves of kDGammaLeafRows rows; each
+// leaf's dgamma terms are summed in row order into a float32 row of the
+// workspace, then the leaves' sums are added as a pairwise tree fixed by the
+// leaf count alone (the float32 error grows like 8 + log2(rows / 8) adds,
+// below torch's 4-level cascade sum). No atomics: the bits of dx and dgamma
+// do not depend on the thread count, the executor, the workspace or the SIMD
+// target.
 //
 // Workspace: NormBackwardWorkspaceBytes(rows, width) bytes. Pass a buffer in
 // `workspace` (any alignment; at least that many bytes) or leave it empty to
@@ -49,8 +56,10 @@
 
 namespace glmnorm {
 
-// Rows per dgamma partial sum (fixed: part of the bits' definition).
+// Rows per block of the thread split, and rows per dgamma leaf sum (both
+// fixed: part of the bits' definition).
 constexpr int64_t kDGammaRowBlock = 64;
+constexpr int64_t kDGammaLeafRows = 8;
 
 // Caller-owned scratch memory of a backward call; empty: the internal arena.
 struct Workspace {
@@ -59,9 +68,10 @@ struct Workspace {
 };
 
 // Bytes of workspace a backward over `rows` rows of `width` needs:
-// 3 * ceil(rows / kDGammaRowBlock) float32 rows of width rounded up to 16
-// (per block: its dgamma partial, and the xf and dh of the row in hand), plus
-// 64 bytes of alignment slack (0 when rows or width is 0).
+// ceil(rows / kDGammaLeafRows) + 2 * ceil(rows / kDGammaRowBlock) float32 rows
+// of width rounded up to 16 (per leaf: its dgamma sum; per block: the xf and
+// dh of the row in hand), plus 64 bytes of alignment slack (0 when rows or
+// width is 0). 4096 x 5120: 12.5 MiB.
 size_t NormBackwardWorkspaceBytes(int64_t rows, int64_t width);
 
 // Gradients of y = RmsNorm(x, gamma, options).

@@ -9,15 +9,20 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backend/cpu/thread_pool.h"
 #include "core/job.h"
 #include "glmnorm/execution.h"
 
 namespace glmnorm::cpu {
 
-// Below this many bytes moved, waking threads costs more than it saves.
-constexpr int64_t kMinParallelBytes = 512 * 1024;
-constexpr int kTasksPerThread = 4;
+// Where a job's tasks run and how many tasks to cut it into (execution.cc):
+// the caller's executor, or the default pool when the job is large enough
+// that every thread's share pays for the handoff (see kMinBytesPerThread
+// there), or the calling thread alone (num_tasks = 1, run = nullptr).
+struct Split {
+  Executor exec;
+  int64_t num_tasks = 1;
+};
+Split ChooseSplit(const Execution& execution, const JobSize& size);
 
 // Outputs at least this large are written with streaming (non-temporal)
 // stores: they would not stay in cache anyway, and streaming skips the read
@@ -29,16 +34,8 @@ template <class Fn>
 void RunRows(const Execution& execution, const JobSize& size, const Fn& fn) {
   const int64_t rows = size.rows;
   if (rows <= 0) return;
-  Executor exec;
-  int threads = 1;
-  if (execution.executor != nullptr) {
-    exec = *execution.executor;
-    threads = 16;  // the caller's executor decides where tasks run
-  } else if (size.bytes_moved >= kMinParallelBytes && rows > 1) {
-    exec = DefaultExecutor();
-    threads = NumThreads();
-  }
-  if (threads <= 1 || exec.run == nullptr) {
+  const Split split = ChooseSplit(execution, size);
+  if (split.num_tasks <= 1 || split.exec.run == nullptr) {
     fn(int64_t{0}, rows);
     return;
   }
@@ -47,8 +44,8 @@ void RunRows(const Execution& execution, const JobSize& size, const Fn& fn) {
     int64_t rows;
     int64_t num_tasks;
   };
-  Ctx ctx{&fn, rows, std::min<int64_t>(rows, int64_t{threads} * kTasksPerThread)};
-  exec.run(exec.ctx, static_cast<size_t>(ctx.num_tasks),
+  Ctx ctx{&fn, rows, split.num_tasks};
+  split.exec.run(split.exec.ctx, static_cast<size_t>(ctx.num_tasks),
            [](void* c, size_t i) {
              const Ctx& t = *static_cast<const Ctx*>(c);
              const int64_t begin = t.rows * static_cast<int64_t>(i) / t.num_tasks;

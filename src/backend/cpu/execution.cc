@@ -1,8 +1,14 @@
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "glmnorm/error.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/thread_pool.h"
 
 namespace glmnorm {
@@ -36,14 +42,16 @@ void ThreadPool::WorkerLoop() {
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
-      ++joined_;
+      if (!open_) continue;  // woke too late: the caller took every task
+      ++active_;
     }
     Drain();
+    bool last;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      ++left_;
+      last = --active_ == 0 && !open_;
     }
-    done_.notify_all();
+    if (last) done_.notify_all();
   }
 }
 
@@ -59,25 +67,62 @@ void ThreadPool::Run(size_t num_tasks, Executor::Task task, void* ctx) {
     ctx_ = ctx;
     num_tasks_ = num_tasks;
     next_.store(0, std::memory_order_relaxed);
-    joined_ = 0;
-    left_ = 0;
+    open_ = true;
     ++generation_;
   }
   wake_.notify_all();
   Drain();
-  // Every worker joins every job (most find it already drained), and Run
-  // returns only after all have left: the job fields are then free to reuse.
+  // Every task is taken; wait for the workers still running theirs.
   std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return left_ == workers_.size(); });
+  open_ = false;
+  done_.wait(lock, [&] { return active_ == 0; });
+}
+
+int AvailableCpus() {
+  int n = 0;
+#if defined(__linux__)
+  // Sized for machines with more than CPU_SETSIZE (1024) CPUs.
+  for (int cpus = CPU_SETSIZE; cpus <= (1 << 20) && n == 0; cpus *= 4) {
+    cpu_set_t* set = CPU_ALLOC(cpus);
+    if (set == nullptr) break;
+    const size_t size = CPU_ALLOC_SIZE(cpus);
+    CPU_ZERO_S(size, set);
+    if (sched_getaffinity(0, size, set) == 0) n = CPU_COUNT_S(size, set);
+    CPU_FREE(set);
+    if (n == 0 && errno != EINVAL) break;
+  }
+#endif
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, n);
 }
 
 namespace {
 
-std::mutex g_pool_mutex;  // guards g_pool replacement
+std::mutex g_pool_mutex;  // guards g_pool and g_requested
 std::shared_ptr<ThreadPool> g_pool;
+int g_requested = 0;  // SetNumThreads' n; 0: every available CPU
 
-int DefaultThreadCount() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+// fork(): only the forking thread exists in the child, so the parent's
+// workers are gone and their pool can be neither used nor destroyed (joining
+// a thread that does not exist blocks forever; its mutexes may be held by a
+// thread that was inside Run). The child keeps the requested thread count,
+// forgets the pool (its memory is left as it is: it is never touched again)
+// and builds a fresh one on first use. g_pool_mutex is held across fork() so
+// that the child never sees it held by a thread it does not have.
+alignas(std::shared_ptr<ThreadPool>) unsigned char g_forgotten[sizeof(std::shared_ptr<ThreadPool>)];
+
+void BeforeFork() { g_pool_mutex.lock(); }
+void AfterForkInParent() { g_pool_mutex.unlock(); }
+void AfterForkInChild() {
+  // Placement new, no destructor: the pool's shared_ptr (and any earlier
+  // forgotten one) is leaked on purpose; no allocation in the child handler.
+  new (g_forgotten) std::shared_ptr<ThreadPool>(std::move(g_pool));
+  g_pool_mutex.unlock();
+}
+
+void RegisterForkHandlers() {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild); });
 }
 
 void RunOnDefaultPool(void*, size_t num_tasks, Executor::Task task, void* ctx) {
@@ -91,8 +136,12 @@ void RunSerially(void*, size_t num_tasks, Executor::Task task, void* ctx) {
 }  // namespace
 
 std::shared_ptr<ThreadPool> DefaultPool() {
+  RegisterForkHandlers();
   std::lock_guard<std::mutex> lock(g_pool_mutex);
-  if (!g_pool) g_pool = std::make_shared<ThreadPool>(DefaultThreadCount());
+  if (!g_pool) {
+    const int cpus = AvailableCpus();
+    g_pool = std::make_shared<ThreadPool>(g_requested > 0 ? std::min(g_requested, cpus) : cpus);
+  }
   return g_pool;
 }
 
@@ -110,16 +159,53 @@ Executor SerialExecutor() {
 
 void SetNumThreads(int n) {
   if (n < 1) throw Error("SetNumThreads: n must be >= 1, got " + std::to_string(n));
-  auto fresh = std::make_shared<ThreadPool>(n);
+  RegisterForkHandlers();
+  const int threads = std::min(n, AvailableCpus());
   std::shared_ptr<ThreadPool> old;
   {
     std::lock_guard<std::mutex> lock(g_pool_mutex);
-    old = std::move(g_pool);
-    g_pool = std::move(fresh);
+    g_requested = n;
+    if (g_pool && g_pool->num_threads() == threads) return;  // already that size
+    old = std::move(g_pool);  // the next call builds the new pool
   }
   // `old` is destroyed here, or by the last call still running on it.
 }
 
 int NumThreads() { return DefaultPool()->num_threads(); }
+
+namespace cpu {
+
+namespace {
+
+// A thread joins a job only if its share is at least this many bytes moved:
+// below, waking it and pulling the rows into its core's cache costs more than
+// the share saves. Chosen from `glmnorm bench` (docs/BACKWARD.md "Threads"):
+// with a 256 KiB minimum (the old 512 KiB gate) 2 threads were 1.2-1.5x slower
+// than 1 at 16-128 tokens; with 2 MiB every job under 4 MiB (f32 and bf16 up
+// to ~100 tokens of 5120) stays on the calling thread.
+constexpr int64_t kMinBytesPerThread = int64_t{2} << 20;
+constexpr int64_t kTasksPerThread = 4;
+
+}  // namespace
+
+Split ChooseSplit(const Execution& execution, const JobSize& size) {
+  Split split;
+  if (size.rows <= 1) return split;
+  if (execution.executor != nullptr) {
+    // The caller's executor decides where tasks run.
+    split.exec = *execution.executor;
+    split.num_tasks = std::min<int64_t>(size.rows, 16 * kTasksPerThread);
+    return split;
+  }
+  const int64_t by_size = size.bytes_moved / kMinBytesPerThread;
+  if (by_size < 2) return split;
+  const int64_t threads = std::min<int64_t>(by_size, NumThreads());
+  if (threads < 2) return split;
+  split.exec = DefaultExecutor();
+  split.num_tasks = std::min<int64_t>(size.rows, threads * kTasksPerThread);
+  return split;
+}
+
+}  // namespace cpu
 
 }  // namespace glmnorm

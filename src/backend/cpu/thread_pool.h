@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -27,6 +28,9 @@ class ThreadPool {
   // Runs task(ctx, i) for i in [0, num_tasks) and waits. If another thread
   // is already running a job on this pool, runs everything on the caller
   // instead of waiting (concurrent callers stay safe and never block).
+  // The caller takes tasks too and never waits for a sleeping worker to wake:
+  // a worker that wakes after every task was taken skips the job, so a small
+  // job costs the caller one wake-up call, not a thread handoff.
   void Run(size_t num_tasks, Executor::Task task, void* ctx);
 
  private:
@@ -47,15 +51,22 @@ class ThreadPool {
   void* ctx_ = nullptr;
   size_t num_tasks_ = 0;
   std::atomic<size_t> next_{0};
-  // Workers that joined the current job and have not yet left it. Run waits
-  // until every worker has joined and left, so no worker can carry a stale
-  // job into the next one.
-  size_t joined_ = 0;
-  size_t left_ = 0;
+  // Workers join a job only while it is open (under mutex_) and are counted
+  // in active_ until they leave it. Run closes the job once its own Drain
+  // found no task left and waits for active_ == 0: every task has then
+  // finished, and no worker can carry a stale job into the next one.
+  bool open_ = false;
+  size_t active_ = 0;
 };
 
-// The process-wide pool behind the default executor. Callers hold the
-// shared_ptr while they run on it, so SetNumThreads cannot pull it away.
+// The number of CPUs this process may run on (sched_getaffinity on Linux,
+// else std::thread::hardware_concurrency), at least 1.
+int AvailableCpus();
+
+// The process-wide pool behind the default executor, created on first use.
+// Callers hold the shared_ptr while they run on it, so SetNumThreads cannot
+// pull it away. After fork() the child forgets the parent's pool (its workers
+// do not exist in the child) and creates a fresh one on first use.
 std::shared_ptr<ThreadPool> DefaultPool();
 // Executor that runs on DefaultPool().
 Executor DefaultExecutor();

@@ -18,6 +18,7 @@ constexpr const char* kFn = "RmsNormBackward";
 constexpr int64_t kPartialAlign = 16;  // floats: one AVX-512 vector
 
 int64_t Blocks(int64_t rows) { return (rows + kDGammaRowBlock - 1) / kDGammaRowBlock; }
+int64_t Leaves(int64_t rows) { return (rows + kDGammaLeafRows - 1) / kDGammaLeafRows; }
 int64_t PartialStride(int64_t width) {
   return (width + kPartialAlign - 1) / kPartialAlign * kPartialAlign;
 }
@@ -46,8 +47,10 @@ float* AlignedPartials(void* base) {
 
 size_t NormBackwardWorkspaceBytes(int64_t rows, int64_t width) {
   if (rows <= 0 || width <= 0) return 0;
-  // Per block: its dgamma partial, and a row of xf and one of dh.
-  return static_cast<size_t>(3 * Blocks(rows) * PartialStride(width)) * sizeof(float) + 64;
+  // Per leaf: its dgamma sum; per block: a row of xf and one of dh.
+  return static_cast<size_t>((Leaves(rows) + 2 * Blocks(rows)) * PartialStride(width)) *
+             sizeof(float) +
+         64;
 }
 
 namespace detail {
@@ -171,14 +174,14 @@ void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOption
     }
     job.partials = partials;
     job.partial_stride = stride;
-    job.scratch = partials + blocks * stride;
+    job.scratch = partials + Leaves(rows) * stride;
     job.size.rows = blocks;
     job.size.bytes_moved = rows * width * bytes_per_element;
     backend::Run(job, execution);
   }
   DGammaReduceJob reduce;
   reduce.partials = partials;
-  reduce.blocks = blocks;
+  reduce.leaves = Leaves(rows);
   reduce.partial_stride = stride;
   reduce.width = width;
   reduce.dgamma = a.dgamma.data;

@@ -76,13 +76,9 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
   const float offset = job.p.weight_offset;
   const bool has_offset = offset != 0.0f;
   const V voff = hn::Set(d, offset);
-  float* HWY_RESTRICT partial = job.partials + block * job.partial_stride;
   // The row's xf and dh, kept from pass A for pass B (float32: exact).
   float* HWY_RESTRICT xf_row = job.scratch + block * 2 * job.partial_stride;
   float* HWY_RESTRICT dh_row = xf_row + job.partial_stride;
-  // The partial rows are padded to a multiple of 16 floats: whole vectors
-  // may be loaded and stored there even at the tail of a row.
-  std::memset(partial, 0, sizeof(float) * static_cast<size_t>(job.partial_stride));
   const int64_t row_begin = block * kDGammaRowBlock;
   const int64_t row_end = std::min(job.rows, row_begin + kDGammaRowBlock);
   const size_t dres_size = SizeOf(job.dx_type), dx2_size = SizeOf(job.dx2_type);
@@ -94,6 +90,13 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
   const bool stream =
       kCanStream && job.rows * job.p.width * int64_t{sizeof(Dx)} >= cpu::kStreamMinBytes;
   for (int64_t row = row_begin; row < row_end; ++row) {
+    // The row's leaf sum (kDGammaRowBlock is a multiple of kDGammaLeafRows:
+    // a leaf never spans two blocks). The rows are padded to a multiple of 16
+    // floats: whole vectors may be loaded and stored even at a row's tail.
+    float* HWY_RESTRICT partial = job.partials + (row / kDGammaLeafRows) * job.partial_stride;
+    if (row % kDGammaLeafRows == 0) {
+      std::memset(partial, 0, sizeof(float) * static_cast<size_t>(job.partial_stride));
+    }
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
     const Dy* dy = static_cast<const Dy*>(job.dy) + job.dy_rows.Offset(row);
     Dx* dx = static_cast<Dx*>(job.dx) + job.dx_rows.Offset(row);
@@ -118,7 +121,11 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
       if (has_offset) g = hn::Add(g, voff);
       const V p = hn::Mul(dyv, g);
       if constexpr (kCastThenScale) {
-        return RoundTo<Dy>(d, p);
+        // torch: the gradient reaching h_cast (a tensor of x's dtype) is
+        // (dy * weight).to(T), the product in Dy (T, or float32 for a
+        // float32 weight with 16-bit x: then this is the only rounding).
+        static_assert(std::is_same_v<Dy, T> || std::is_same_v<Dy, float>);
+        return RoundTo<T>(d, p);
       } else {
         return p;
       }
@@ -230,16 +237,37 @@ void RmsNormBackwardBlocks(const RmsNormBackwardJob& job, int64_t block_begin,
   });
 }
 
-// dgamma[j] = sum over blocks, in block order, of partials[b][j]: per column
-// a sequential float32 sum, the same on every target.
+// dgamma[j] = the sum over leaves of partials[b][j] as a pairwise tree fixed
+// by the leaf count: leaves enter in order into a binary counter (two sums
+// of 2^k leaves are added into one of 2^(k+1), left + right), and what is
+// left is added from the last sum back to the first. Per column, lane by
+// lane: the same bits on every target, and the error grows with
+// log2(leaves), not with leaves.
 void ReduceDGamma(const DGammaReduceJob& job) {
   const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
   constexpr size_t N = hn::MaxLanes(d);
+  constexpr int kMaxLevels = 64;  // 2^64 blocks
+  HWY_ALIGN float sums[kMaxLevels * N];
+  int levels[kMaxLevels];
   const size_t width = static_cast<size_t>(job.width);
   for (size_t j = 0; j < width; j += N) {
-    auto acc = hn::Zero(d);
-    for (int64_t b = 0; b < job.blocks; ++b) {
-      acc = hn::Add(acc, hn::Load(d, job.partials + b * job.partial_stride + j));
+    int depth = 0;
+    for (int64_t b = 0; b < job.leaves; ++b) {
+      V v = hn::Load(d, job.partials + b * job.partial_stride + j);
+      int level = 0;
+      while (depth > 0 && levels[depth - 1] == level) {
+        --depth;
+        v = hn::Add(hn::Load(d, sums + depth * N), v);
+        ++level;
+      }
+      hn::Store(v, d, sums + depth * N);
+      levels[depth++] = level;
+    }
+    V acc = hn::Zero(d);
+    if (depth > 0) {
+      acc = hn::Load(d, sums + (depth - 1) * N);
+      for (int k = depth - 2; k >= 0; --k) acc = hn::Add(hn::Load(d, sums + k * N), acc);
     }
     const size_t n = std::min(N, width - j);
     StoreAny(d, acc, job.dgamma_type,

@@ -11,9 +11,12 @@
 
 namespace glmnorm {
 
-// Pass 1, per block of kDGammaRowBlock rows: dx of each row and the block's
-// float32 dgamma partial. size.rows counts BLOCKS (the unit of the thread
-// split), so a block is always computed whole by one task.
+static_assert(kDGammaRowBlock % kDGammaLeafRows == 0, "a leaf never spans two blocks");
+
+// Pass 1, per block of kDGammaRowBlock rows: dx of each row and the float32
+// dgamma sum of each leaf of kDGammaLeafRows rows in it. size.rows counts
+// BLOCKS (the unit of the thread split), so a block is always computed whole
+// by one task.
 // p.x_type is T, p.y_type is dy's dtype.
 struct RmsNormBackwardJob {
   JobSize size;
@@ -41,15 +44,15 @@ struct RmsNormBackwardJob {
   const void* gamma = nullptr;
   const float* rstd = nullptr;  // optional: rstd[row * rstd_stride]
   int64_t rstd_stride = 0;
-  float* partials = nullptr;    // blocks x partial_stride floats, 64-byte aligned
+  float* partials = nullptr;    // leaves x partial_stride floats, 64-byte aligned
   int64_t partial_stride = 0;   // width rounded up to 16
   float* scratch = nullptr;     // blocks x 2 x partial_stride floats: a row's xf and dh
 };
 
-// Pass 2: dgamma[j] = dG(sum over blocks b, in order, of partials[b][j]).
+// Pass 2: dgamma[j] = dG(pairwise tree over leaves b of partials[b][j]).
 struct DGammaReduceJob {
   const float* partials = nullptr;
-  int64_t blocks = 0;
+  int64_t leaves = 0;
   int64_t partial_stride = 0;
   int64_t width = 0;
   void* dgamma = nullptr;

@@ -55,12 +55,15 @@ NormBackwardResult RmsNormBackward(const ConstTensorView& x, const ConstTensorVi
     for (int64_t i = 0; i < width; ++i) {
       const double dyv = Load(dr, dy.dtype, i);
       xf[i] = Load(xr, x.dtype, i) * r;
-      dh[i] = cast ? RoundTo(dy.dtype, dyv * g[i]) : dyv * g[i];
+      // Cast-then-scale: torch rounds dy * g to dy's dtype (the product's)
+      // and then to x's (the gradient of h_cast): with a float32 weight and
+      // 16-bit x, dy is float32 and the second rounding is the 16-bit one.
+      const auto round_dh = [&](double v) { return RoundTo(x.dtype, RoundTo(dy.dtype, v)); };
+      dh[i] = cast ? round_dh(dyv * g[i]) : dyv * g[i];
       dh_slack[i] = 0.0;
-      if (cast && dy.dtype != DType::kF32 &&
-          RoundTo(dy.dtype, dyv * g[i] * (1.0 - 0x1p-20)) !=
-              RoundTo(dy.dtype, dyv * g[i] * (1.0 + 0x1p-20))) {
-        dh_slack[i] = UlpOf(dy.dtype, dh[i]);
+      if (cast && x.dtype != DType::kF32 &&
+          round_dh(dyv * g[i] * (1.0 - 0x1p-20)) != round_dh(dyv * g[i] * (1.0 + 0x1p-20))) {
+        dh_slack[i] = UlpOf(x.dtype, dh[i]);
       }
       s += dh[i] * xf[i];
       s_abs += std::fabs(dh[i] * xf[i]);

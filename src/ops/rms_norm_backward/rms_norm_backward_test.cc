@@ -426,7 +426,8 @@ TEST(RmsNormBackward, EmptyTensors) {
                   Contiguous<void*>(nullptr, DType::kF32, {3, 0}),
                   Contiguous<void*>(nullptr, DType::kF32, {0}));
   EXPECT_EQ(NormBackwardWorkspaceBytes(0, 5120), 0u);
-  EXPECT_EQ(NormBackwardWorkspaceBytes(65, 17), size_t(3 * 2 * 32 * 4 + 64));
+  // 65 rows: 9 leaves of 8 (dgamma sums), 2 blocks of 64 (xf and dh rows).
+  EXPECT_EQ(NormBackwardWorkspaceBytes(65, 17), size_t((9 + 2 * 2) * 32 * 4 + 64));
 }
 
 // A zero row: finite dx = r * dh (x̂ = 0), as the oracle. A NaN in one dy
