@@ -66,4 +66,8 @@ void RmsNormWithRstd(const ConstTensorView& x, const ConstTensorView& gamma,
   RunRmsNorm(x, gamma, y, &rstd, options, execution);
 }
 
+DType RmsNormOutputDType(DType x, DType gamma, Rounding rounding) {
+  return rounding == Rounding::kSingle ? x : Promote(gamma, x);
+}
+
 }  // namespace glmnorm
