@@ -33,10 +33,6 @@ void AddRmsNormWithRstd(const TensorView& residual, const ConstTensorView& delta
                         const TensorView& rstd, const AddNormOptions& options = {},
                         const Execution& execution = {});
 
-// The dtype of a new y of AddRmsNorm: Promote(gamma, residual) with
-// kCastThenScale, delta's dtype with kSingle.
-DType AddRmsNormOutputDType(DType residual, DType delta, DType gamma, Rounding rounding);
-
 }  // namespace glmnorm
 
 #endif  // GLMNORM_ADD_RMS_NORM_H_

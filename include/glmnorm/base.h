@@ -6,7 +6,6 @@
 #define GLMNORM_BASE_H_
 
 #include <cstdint>
-#include <string_view>
 
 #include "glmnorm/dtype.h"
 #include "glmnorm/error.h"
@@ -36,11 +35,6 @@ struct NormOptions {
   // 0 for plain RMSNorm, 1 for Gemma-style (1 + gamma). Added in float32.
   float weight_offset = 0.0f;
 };
-
-// The option names of the bindings and the CLI: "cast-then-scale", "single".
-// RoundingFromName throws Error naming `rounding` for any other string.
-std::string_view RoundingName(Rounding rounding);
-Rounding RoundingFromName(std::string_view name);
 
 }  // namespace glmnorm
 

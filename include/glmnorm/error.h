@@ -9,21 +9,9 @@
 
 namespace glmnorm {
 
-// What was wrong, for bindings that map errors to their language's kinds
-// (Python: kType -> TypeError, kValue -> ValueError).
-enum class ErrorKind {
-  kValue,  // a shape, stride, value, overlap or option out of range
-  kType,   // an unsupported dtype or combination of dtypes
-};
-
 class Error : public std::invalid_argument {
  public:
-  explicit Error(const std::string& what, ErrorKind kind = ErrorKind::kValue)
-      : std::invalid_argument(what), kind_(kind) {}
-  ErrorKind kind() const { return kind_; }
-
- private:
-  ErrorKind kind_;
+  explicit Error(const std::string& what) : std::invalid_argument(what) {}
 };
 
 }  // namespace glmnorm

@@ -37,11 +37,6 @@ void RmsNormWithRstd(const ConstTensorView& x, const ConstTensorView& gamma,
 void ValidateRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma,
                      const TensorView& y, const NormOptions& options = {});
 
-// The dtype of y that RmsNorm (and the norm inside RmsNormQuant) requires
-// for a new output: Promote(gamma, x) with kCastThenScale (PyTorch's
-// promotion in Glm4MoeRMSNorm), x's dtype with kSingle.
-DType RmsNormOutputDType(DType x, DType gamma, Rounding rounding);
-
 }  // namespace glmnorm
 
 #endif  // GLMNORM_RMS_NORM_H_

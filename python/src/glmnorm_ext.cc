@@ -8,7 +8,7 @@
 // allocated on the kernels' path: the views are stack objects.
 //
 // Errors: glmnorm::Error becomes ValueError, or TypeError for
-// ErrorKind::kType. Scalars are converted here with errors naming the Python
+// glmnorm::DTypeError. Scalars are converted here with errors naming the Python
 // function and argument. The module links libglmnorm.so, the package's one
 // copy of the kernels (shared with libglmnorm_torch: one thread pool).
 #include <nanobind/nanobind.h>
@@ -143,14 +143,27 @@ glmnorm::QkHeads Heads(const char* fn, nb::handle nq, nb::handle nk, nb::handle 
 
 using H = nb::handle;
 
+// Runs a library call with the GIL released; its errors get the Python
+// function's name in front (kind kept).
+template <typename F>
+void Run(const char* fn, F&& call) {
+  try {
+    nb::gil_scoped_release release;
+    call();
+  } catch (const glmnorm::DTypeError& e) {
+    throw glmnorm::DTypeError(std::string(fn) + ": " + e.what());
+  } catch (const glmnorm::Error& e) {
+    throw glmnorm::Error(std::string(fn) + ": " + e.what());
+  }
+}
+
 void RmsNorm(const Desc& x, const Desc& gamma, const Desc& y, H eps, H rounding,
              H weight_offset) {
   auto opt = Options("glmnorm.rms_norm", eps, rounding, weight_offset);
   auto xv = ToView<const void*>(x, "x");
   auto gv = ToView<const void*>(gamma, "weight");
   auto yv = ToView<void*>(y, "out");
-  nb::gil_scoped_release release;
-  glmnorm::RmsNorm(xv, gv, yv, opt);
+  Run("glmnorm.rms_norm", [&] { glmnorm::RmsNorm(xv, gv, yv, opt); });
 }
 
 void AddRmsNorm(const Desc& residual, const Desc& delta, const Desc& gamma, const Desc& y,
@@ -161,8 +174,7 @@ void AddRmsNorm(const Desc& residual, const Desc& delta, const Desc& gamma, cons
   auto dv = ToView<const void*>(delta, "delta");
   auto gv = ToView<const void*>(gamma, "weight");
   auto yv = ToView<void*>(y, "out");
-  nb::gil_scoped_release release;
-  glmnorm::AddRmsNorm(rv, dv, gv, yv, opt);
+  Run("glmnorm.add_rms_norm", [&] { glmnorm::AddRmsNorm(rv, dv, gv, yv, opt); });
 }
 
 void QkNorm(const Desc& qkv_in, const Desc& qkv_out, H num_q_heads, H num_k_heads,
@@ -185,8 +197,7 @@ void QkNorm(const Desc& qkv_in, const Desc& qkv_out, H num_q_heads, H num_k_head
       rope.positions = ToView<const void*>(positions, "positions");
     }
   }
-  nb::gil_scoped_release release;
-  glmnorm::QkNorm(in, out, heads, qg, kg, opt, rope);
+  Run(kFn, [&] { glmnorm::QkNorm(in, out, heads, qg, kg, opt, rope); });
 }
 
 void RmsNormQuant(const Desc& x, const Desc& gamma, const Desc& q, H scale, const Desc& scales,
@@ -197,8 +208,7 @@ void RmsNormQuant(const Desc& x, const Desc& gamma, const Desc& q, H scale, cons
   auto xv = ToView<const void*>(x, "x");
   auto gv = ToView<const void*>(gamma, "weight");
   auto qv = ToView<void*>(q, "out");
-  nb::gil_scoped_release release;
-  glmnorm::RmsNormQuant(xv, gv, qv, quant, opt);
+  Run(kFn, [&] { glmnorm::RmsNormQuant(xv, gv, qv, quant, opt); });
 }
 
 void AddRmsNormQuant(const Desc& residual, const Desc& delta, const Desc& gamma, const Desc& q,
@@ -211,8 +221,7 @@ void AddRmsNormQuant(const Desc& residual, const Desc& delta, const Desc& gamma,
   auto dv = ToView<const void*>(delta, "delta");
   auto gv = ToView<const void*>(gamma, "weight");
   auto qv = ToView<void*>(q, "out");
-  nb::gil_scoped_release release;
-  glmnorm::AddRmsNormQuant(rv, dv, gv, qv, quant, opt);
+  Run(kFn, [&] { glmnorm::AddRmsNormQuant(rv, dv, gv, qv, quant, opt); });
 }
 
 // The backward kernels (rms_norm_backward.h, add_rms_norm_backward.h,
@@ -229,8 +238,7 @@ void RmsNormBackward(const Desc& x, const Desc& gamma, const Desc& dy, const Des
   auto dxv = ToView<void*>(dx, "dx");
   auto dgv = ToView<void*>(dgamma, "dweight");
   auto rv = ToView<const void*>(rstd, "rstd");
-  nb::gil_scoped_release release;
-  glmnorm::RmsNormBackward(xv, gv, dyv, dxv, dgv, opt, rv);
+  Run("glmnorm.rms_norm_backward", [&] { glmnorm::RmsNormBackward(xv, gv, dyv, dxv, dgv, opt, rv); });
 }
 
 void AddRmsNormBackward(const Desc& h, const Desc& gamma, const Desc& dy,
@@ -247,8 +255,7 @@ void AddRmsNormBackward(const Desc& h, const Desc& gamma, const Desc& dy,
   auto ddv = ToView<void*>(d_delta, "d_delta");
   auto dgv = ToView<void*>(dgamma, "dweight");
   auto rv = ToView<const void*>(rstd, "rstd");
-  nb::gil_scoped_release release;
-  glmnorm::AddRmsNormBackward(hv, gv, dyv, drv, dhv, ddv, dgv, opt, rv);
+  Run("glmnorm.add_rms_norm_backward", [&] { glmnorm::AddRmsNormBackward(hv, gv, dyv, drv, dhv, ddv, dgv, opt, rv); });
 }
 
 void QkNormBackward(const Desc& qkv, const Desc& dqkv_out, const Desc& dqkv_in,
@@ -265,8 +272,7 @@ void QkNormBackward(const Desc& qkv, const Desc& dqkv_out, const Desc& dqkv_in,
   auto kg = ToView<const void*>(k_gamma, "k_weight");
   auto dqg = ToView<void*>(dq_gamma, "dq_weight");
   auto dkg = ToView<void*>(dk_gamma, "dk_weight");
-  nb::gil_scoped_release release;
-  glmnorm::QkNormBackward(in, dout, din, heads, qg, kg, dqg, dkg, opt);
+  Run(kFn, [&] { glmnorm::QkNormBackward(in, dout, din, heads, qg, kg, dqg, dkg, opt); });
 }
 
 // The dtype code of a new output of `op` given the dtype codes of its tensor
@@ -320,8 +326,8 @@ NB_MODULE(_glmnorm, m) {
     try {
       std::rethrow_exception(p);
     } catch (const glmnorm::Error& e) {
-      PyErr_SetString(e.kind() == glmnorm::ErrorKind::kType ? PyExc_TypeError
-                                                             : PyExc_ValueError,
+      PyErr_SetString(dynamic_cast<const glmnorm::DTypeError*>(&e) != nullptr
+                          ? PyExc_TypeError : PyExc_ValueError,
                       e.what());
     }
   });

@@ -15,7 +15,7 @@
 // kernels). The other ops refuse inputs that require grad (RefuseGrad).
 //
 // Errors: glmnorm::Error becomes c10::ValueError (Python ValueError), or
-// c10::TypeError (TypeError) for ErrorKind::kType; messages name the op and
+// c10::TypeError (TypeError) for glmnorm::DTypeError; messages name the op and
 // the argument as Python spells them. Every rule (output dtype, rounding
 // names, checks) is the library's: this file translates arguments.
 //
@@ -50,7 +50,7 @@ namespace {
 // glmnorm::Error -> Python ValueError / TypeError by the error's kind,
 // prefixed with the op the user called.
 [[noreturn]] void Rethrow(const char* op, const glmnorm::Error& e) {
-  if (e.kind() == glmnorm::ErrorKind::kType) {
+  if (dynamic_cast<const glmnorm::DTypeError*>(&e) != nullptr) {
     TORCH_CHECK_TYPE(false, "glmnorm.", op, ": ", e.what());
   }
   TORCH_CHECK_VALUE(false, "glmnorm.", op, ": ", e.what());

@@ -8,6 +8,7 @@
 
 #include "core/format_number.h"
 #include "glmnorm/error.h"
+#include "glmnorm/rules.h"
 
 namespace glmnorm::validate {
 
@@ -16,7 +17,7 @@ void Fail(const char* fn, const std::string& what) {
 }
 
 void FailDType(const char* fn, const std::string& what) {
-  throw Error(std::string(fn) + ": " + what, ErrorKind::kType);
+  throw DTypeError(std::string(fn) + ": " + what);
 }
 
 std::string ShapeString(const int64_t* shape, int rank) {

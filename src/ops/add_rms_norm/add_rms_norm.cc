@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "core/validate.h"
+#include "glmnorm/rules.h"
 #include "ops/add_rms_norm/add_rms_norm_job.h"
 
 namespace glmnorm {

@@ -4,6 +4,7 @@
 
 #include "backend/backend.h"
 #include "core/validate.h"
+#include "glmnorm/rules.h"
 #include "ops/rms_norm/rms_norm_job.h"
 
 namespace glmnorm {
