@@ -335,8 +335,14 @@ NB_MODULE(_glmnorm, m) {
   m.def("rms_norm", &RmsNorm);
   m.def("add_rms_norm", &AddRmsNorm);
   m.def("qk_norm", &QkNorm);
-  m.def("rms_norm_quant", &RmsNormQuant);
-  m.def("add_rms_norm_quant", &AddRmsNormQuant);
+  // scale may be None (dynamic per-token scales): nanobind refuses None unless told.
+  m.def("rms_norm_quant", &RmsNormQuant, nb::arg("x"), nb::arg("weight"), nb::arg("out"),
+        nb::arg("scale").none(), nb::arg("scales"), nb::arg("eps"), nb::arg("rounding"),
+        nb::arg("weight_offset"));
+  m.def("add_rms_norm_quant", &AddRmsNormQuant, nb::arg("residual"), nb::arg("delta"),
+        nb::arg("weight"), nb::arg("out"), nb::arg("scale").none(), nb::arg("scales"),
+        nb::arg("eps"), nb::arg("rounding"), nb::arg("weight_offset"),
+        nb::arg("normalize_rounded_sum"));
   m.def("rms_norm_backward", &RmsNormBackward);
   m.def("add_rms_norm_backward", &AddRmsNormBackward);
   m.def("qk_norm_backward", &QkNormBackward);

@@ -92,14 +92,15 @@ _QK = dict(num_q_heads=2, num_k_heads=1, num_v_heads=1, head_dim=16)
                                  "rotary_dim"])
 def test_ints_out_of_range_are_refused_not_narrowed(arg):
     qkv = torch.randn(2, 64)
-    kw = dict(_QK, rotary_dim=0)
+    cos = sin = torch.ones(4, 4)
+    kw = dict(_QK, rotary_dim=8)
     kw[arg] = 2**32 + kw[arg]  # narrowed to 32 bits it would be the valid value
     args = [kw[k] for k in ("num_q_heads", "num_k_heads", "num_v_heads", "head_dim")]
     with pytest.raises(ValueError, match=f"glmnorm.qk_norm: {arg} must fit in 32 bits"):
         OPS.qk_norm(qkv, torch.ones(16), torch.ones(16), *args, 1e-5, "cast-then-scale", 0.0,
-                    kw["rotary_dim"])
+                    kw["rotary_dim"], cos, sin)
     with pytest.raises(ValueError, match=f"glmnorm.qk_norm: {arg} must fit in 32 bits"):
-        glmnorm.qk_norm(qkv, torch.ones(16), torch.ones(16), **kw)
+        glmnorm.qk_norm(qkv, torch.ones(16), torch.ones(16), cos=cos, sin=sin, **kw)
     if arg != "rotary_dim":
         with pytest.raises(ValueError, match=f"qk_norm_backward: {arg} must fit in 32 bits"):
             OPS.qk_norm_backward(qkv, torch.ones(16), torch.ones(16), qkv, *args)
