@@ -22,7 +22,7 @@ For each case it prints the median time, GB/s (bytes read and written), the rati
 peer's time to glmnorm's (> 1: glmnorm is faster), and the fraction of the peer's output
 elements bit-identical to the Transformers module's. It also measures the machine's copy
 speed of the same bytes (torch's copy_, same threads), prints it, and draws it as a line in
-a PNG chart (matplotlib) of GB/s per shape.
+a PNG chart (matplotlib): each glmnorm path's speed over the fastest peer's, per shape.
 
 Run (make compare does this):
   PYTHONPATH=build/release/python $(bash scripts/python_env.sh python/requirements.txt)/bin/python \\
@@ -379,43 +379,51 @@ def main():
 
 
 def chart(rows, path):
+    """One panel per (dtype, threads), one row per case: each glmnorm path's speed as a
+    multiple of the fastest peer's on that case (> 1: glmnorm faster), log scale, and the
+    copy of the same bytes as the memory-bound ceiling. Labels on the y axis (no overlap),
+    one legend under the panels."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
     panels = sorted({(r["dtype"], r["threads"]) for r in rows})
-    fig, axes = plt.subplots(len(panels), 1, figsize=(14, 4.2 * len(panels)), squeeze=False)
-    for ax, (dt, thr) in zip(axes[:, 0], panels):
-        sel = [r for r in rows if r["dtype"] == dt and r["threads"] == thr]
-        labels = []
-        for r in sel:
-            lab = f"{r['op'].replace('_rms_norm', '+norm')}\n{r['shape']}"
-            if lab not in labels:
-                labels.append(lab)
-        impls = [i for i in dict.fromkeys(r["impl"] for r in sel) if i != "copy"]
-        width = 0.8 / max(1, len(impls))
-        for k, impl in enumerate(impls):
-            ys = []
-            for lab in labels:
-                v = [r.get("gbs") for r in sel if r["impl"] == impl and
-                     f"{r['op'].replace('_rms_norm', '+norm')}\n{r['shape']}" == lab]
-                ys.append(v[0] if v and v[0] is not None else 0.0)
-            ax.bar([i + k * width for i in range(len(labels))], ys, width, label=impl)
-        copy = []
-        for lab in labels:
-            v = [r["gbs"] for r in sel if r["impl"] == "copy" and
-                 f"{r['op'].replace('_rms_norm', '+norm')}\n{r['shape']}" == lab]
-            copy.append(v[0] if v else float("nan"))
-        ax.hlines(copy, [i - 0.1 for i in range(len(labels))],
-                  [i + 0.9 for i in range(len(labels))], color="black",
-                  label="copy of the same bytes")
-        ax.set_yscale("log")
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))])
-        ax.set_xticklabels(labels, fontsize=7)
-        ax.set_ylabel("GB/s")
-        ax.set_title(f"{dt}, {thr} thread(s)")
-        ax.legend(fontsize=7, ncol=4)
-    fig.suptitle(f"RMSNorm on GLM-4.5 shapes, {cpu_model()}")
-    fig.tight_layout()
+    cases = list(dict.fromkeys((r["op"], r["shape"]) for r in rows))
+    styles = {"glmnorm": ("o", "tab:blue"), "glmnorm.torch": ("s", "tab:orange"),
+              "copy": ("|", "black")}
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 0.32 * len(cases) + 2),
+                             squeeze=False, sharey=True)
+    for ax, (dt, thr) in zip(axes[0], panels):
+        sel = [r for r in rows if r["dtype"] == dt and r["threads"] == thr and r.get("us")]
+        for impl, (marker, color) in styles.items():
+            xs, ys = [], []
+            for y, (op, shape) in enumerate(cases):
+                here = [r for r in sel if (r["op"], r["shape"]) == (op, shape)]
+                peers = [r["us"] for r in here if not r["impl"].startswith("glmnorm")
+                         and r["impl"] != "copy"]
+                mine = [r["us"] for r in here if r["impl"] == impl]
+                if peers and mine:
+                    xs.append(min(peers) / mine[0])
+                    ys.append(y)
+            label = {"copy": "copy of the same bytes (ceiling)"}.get(impl, impl)
+            ax.scatter(xs, ys, marker=marker, color=color, s=60 if impl == "copy" else 28,
+                       label=label, zorder=3)
+        ax.axvline(1.0, color="gray", lw=1)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=2))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_title(f"{dt}, {thr} thread(s)", fontsize=10)
+        ax.set_xlabel("speed / fastest peer's (> 1: faster)")
+        ax.grid(axis="x", which="both", alpha=0.3)
+    axes[0][0].set_yticks(range(len(cases)))
+    axes[0][0].set_yticklabels([f"{op} {shape}" for op, shape in cases], fontsize=8)
+    axes[0][0].invert_yaxis()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
+    fig.suptitle(f"glmnorm against the fastest of its peers, GLM-4.5 shapes ({cpu_model()})",
+                 fontsize=11)
+    fig.tight_layout(rect=(0, 0.05, 1, 0.97))
     fig.savefig(path, dpi=90)
 
 

@@ -85,8 +85,7 @@ def main():
     warnings.filterwarnings("ignore", category=UserWarning)
     torch.set_num_threads(args.threads)
     glmnorm.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} threads, glmnorm.torch kernels: "
-          f"{gt.BACKEND}")
+    print(f"torch {torch.__version__}, {args.threads} threads, glmnorm.torch: C++ kernels")
     print(f"{'model':6s} {'tokens':>6s} {'mode':8s} {'unpatched_ms':>13s} {'patched_ms':>11s} "
           f"{'ratio':>6s}")
     for name in args.models:

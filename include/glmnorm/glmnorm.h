@@ -14,6 +14,7 @@
 #include "glmnorm/quant.h"
 #include "glmnorm/rms_norm.h"
 #include "glmnorm/rms_norm_backward.h"
+#include "glmnorm/rules.h"
 #include "glmnorm/safetensors.h"
 #include "glmnorm/tensor.h"
 #include "glmnorm/execution.h"

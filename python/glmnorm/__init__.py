@@ -35,21 +35,15 @@ __version__ = "0.1.0"
 #: rms_norm_eps of GLM-4.5 and GLM-4.5-Air (config.json).
 GLM_RMS_NORM_EPS = 1e-5
 
-_ROUNDING = {"cast-then-scale": 0, "single": 1}
 _desc = _arrays.desc
 _as_array = _arrays.as_array
 
 
-def _rounding(rounding):
-    try:
-        return _ROUNDING[rounding]
-    except (KeyError, TypeError):
-        raise ValueError(f"rounding must be 'cast-then-scale' or 'single', got {rounding!r}"
-                         ) from None
-
-
-def _promote(w, t):
-    return t if w == t else F32
+def _new_out(op, like, rounding, *args):
+    """A new output of `op` for arrays `args`: of like's kind and shape, the dtype the C++
+    library's rule gives (glmnorm::RmsNormOutputDType / AddRmsNormOutputDType)."""
+    code = _ext.output_dtype(op, [_arrays.dtype_code(a) for a in args], rounding)
+    return _arrays.empty_like(like, like.shape, code)
 
 
 def rms_norm(x, weight, *, eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale",
@@ -73,17 +67,9 @@ def rms_norm(x, weight, *, eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale",
     """
     x = _as_array(x, "x")
     weight = _as_array(weight, "weight")
-    mode = _rounding(rounding)
-    if out is None:
-        xc = _arrays.dtype_code(x)
-        code = xc if mode else _promote(_arrays.dtype_code(weight), xc)
-        if code < 0 or code > F16:
-            code = F32  # the C++ call below reports the bad dtype of x
-        out = _arrays.empty_like(x, x.shape, code)
-    else:
-        out = _as_array(out, "out")
+    out = _new_out("rms_norm", x, rounding, x, weight) if out is None else _as_array(out, "out")
     _ext.rms_norm(_desc(x, "x"), _desc(weight, "weight"), _desc(out, "out", True),
-                  eps, mode, weight_offset)
+                  eps, rounding, weight_offset)
     return out
 
 
@@ -113,17 +99,10 @@ def add_rms_norm(residual, delta, weight, *, eps=GLM_RMS_NORM_EPS, rounding="cas
     residual = _as_array(residual, "residual")
     delta = _as_array(delta, "delta")
     weight = _as_array(weight, "weight")
-    mode = _rounding(rounding)
-    if out is None:
-        code = (_arrays.dtype_code(delta) if mode else
-                _promote(_arrays.dtype_code(weight), _arrays.dtype_code(residual)))
-        if code < 0 or code > F16:
-            code = F32
-        out = _arrays.empty_like(residual, residual.shape, code)
-    else:
-        out = _as_array(out, "out")
+    out = (_new_out("add_rms_norm", residual, rounding, residual, delta, weight) if out is None
+           else _as_array(out, "out"))
     _ext.add_rms_norm(_desc(residual, "residual", True), _desc(delta, "delta"),
-                      _desc(weight, "weight"), _desc(out, "out", True), eps, mode,
+                      _desc(weight, "weight"), _desc(out, "out", True), eps, rounding,
                       weight_offset, normalize_rounded_sum)
     return out
 
@@ -195,7 +174,7 @@ def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, h
                 _desc(_as_array(positions, "positions"), "positions"))
     _ext.qk_norm(din, dout, num_q_heads, num_k_heads, num_v_heads, head_dim,
                  _desc(_as_array(q_weight, "q_weight"), "q_weight"),
-                 _desc(_as_array(k_weight, "k_weight"), "k_weight"), eps, _rounding(rounding),
+                 _desc(_as_array(k_weight, "k_weight"), "k_weight"), eps, rounding,
                  weight_offset, rotary_dim, *rope)
     return out
 
@@ -213,8 +192,8 @@ def _quant_out(x, shape, dtype, out, scale, scales):
             scales = _arrays.empty_like(x, (rows,), F32)
         else:
             scales = _as_array(scales, "scales")
-        return out, scales, True, 1.0, _desc(scales, "scales", True)
-    return out, None, False, float(scale), _arrays.EMPTY
+        return out, scales, _desc(scales, "scales", True)
+    return out, None, _arrays.EMPTY
 
 
 def rms_norm_quant(x, weight, *, dtype="f8e4m3", scale=None, eps=GLM_RMS_NORM_EPS,
@@ -237,9 +216,9 @@ def rms_norm_quant(x, weight, *, dtype="f8e4m3", scale=None, eps=GLM_RMS_NORM_EP
     """
     x = _as_array(x, "x")
     weight = _as_array(weight, "weight")
-    out, scales, dynamic, s, sd = _quant_out(x, x.shape, dtype, out, scale, scales)
+    out, scales, sd = _quant_out(x, x.shape, dtype, out, scale, scales)
     _ext.rms_norm_quant(_desc(x, "x"), _desc(weight, "weight"), _desc(out, "out", True),
-                        dynamic, s, sd, eps, _rounding(rounding), weight_offset)
+                        scale, sd, eps, rounding, weight_offset)
     return out, scales
 
 
@@ -251,11 +230,10 @@ def add_rms_norm_quant(residual, delta, weight, *, dtype="f8e4m3", scale=None,
     residual = _as_array(residual, "residual")
     delta = _as_array(delta, "delta")
     weight = _as_array(weight, "weight")
-    out, scales, dynamic, s, sd = _quant_out(residual, residual.shape, dtype, out, scale,
-                                             scales)
+    out, scales, sd = _quant_out(residual, residual.shape, dtype, out, scale, scales)
     _ext.add_rms_norm_quant(_desc(residual, "residual", True), _desc(delta, "delta"),
-                            _desc(weight, "weight"), _desc(out, "out", True), dynamic, s, sd,
-                            eps, _rounding(rounding), weight_offset, normalize_rounded_sum)
+                            _desc(weight, "weight"), _desc(out, "out", True), scale, sd,
+                            eps, rounding, weight_offset, normalize_rounded_sum)
     return out, scales
 
 
@@ -303,7 +281,6 @@ def rms_norm_backward(x, weight, dy, *, eps=GLM_RMS_NORM_EPS, rounding="cast-the
     x = _as_array(x, "x")
     weight = _as_array(weight, "weight")
     dy = _as_array(dy, "dy")
-    mode = _rounding(rounding)
     xc = _arrays.dtype_code(x)
     if out is None:
         out = _arrays.empty_like(x, x.shape, xc if 0 <= xc <= F16 else F32)
@@ -314,7 +291,7 @@ def rms_norm_backward(x, weight, dy, *, eps=GLM_RMS_NORM_EPS, rounding="cast-the
                                  _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32))
     _ext.rms_norm_backward(_desc(x, "x"), _desc(weight, "weight"), _desc(dy, "dy"),
                            _desc(out, "out", True), _desc(dweight, "dweight", True),
-                           _opt_desc(rstd, "rstd"), eps, mode, weight_offset)
+                           _opt_desc(rstd, "rstd"), eps, rounding, weight_offset)
     return out, dweight
 
 
@@ -342,7 +319,6 @@ def add_rms_norm_backward(residual, weight, dy, d_residual_out=None, *,
     residual = _as_array(residual, "residual")
     weight = _as_array(weight, "weight")
     dy = _as_array(dy, "dy")
-    mode = _rounding(rounding)
     rc = _arrays.dtype_code(residual)
     rc = rc if 0 <= rc <= F16 else F32
     out = _arrays.empty_like(residual, residual.shape, rc) if out is None else _as_array(
@@ -359,7 +335,7 @@ def add_rms_norm_backward(residual, weight, dy, d_residual_out=None, *,
         _desc(residual, "residual"), _desc(weight, "weight"), _desc(dy, "dy"),
         _opt_desc(d_residual_out, "d_residual_out"), _desc(out, "out", True),
         _arrays.EMPTY if d_delta is None else _desc(d_delta, "d_delta", True),
-        _desc(dweight, "dweight", True), _opt_desc(rstd, "rstd"), eps, mode, weight_offset,
+        _desc(dweight, "dweight", True), _opt_desc(rstd, "rstd"), eps, rounding, weight_offset,
         normalize_rounded_sum)
     return out, (out if d_delta is None else d_delta), dweight
 
@@ -396,27 +372,18 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
     _ext.qk_norm_backward(_rows_2d(_desc(qkv, "qkv"), "qkv"), dout, din, num_q_heads,
                           num_k_heads, num_v_heads, head_dim, _desc(q_weight, "q_weight"),
                           _desc(k_weight, "k_weight"), _desc(dq, "dq_weight", True),
-                          _desc(dk, "dk_weight", True), eps, _rounding(rounding),
-                          weight_offset)
+                          _desc(dk, "dk_weight", True), eps, rounding, weight_offset)
     return out, dq, dk
-
-
-# Setters of the thread count of other loaded copies of the kernels (glmnorm.torch adds
-# libglmnorm_torch's), so that set_num_threads is one setting.
-_THREAD_HOOKS = []
 
 
 def set_num_threads(n):
     """Threads (caller included) of glmnorm's own pool; n >= 1 (ValueError otherwise).
     Default: the hardware concurrency. Inputs under 512 KiB always run on the calling
-    thread. Applies to the torch ops too; independent of torch.set_num_threads."""
-    if not isinstance(n, int) or isinstance(n, bool):
-        raise TypeError(f"set_num_threads: n must be an int, got {type(n).__name__}")
-    if n < 1:
+    thread. The torch ops use the same pool (one native library, libglmnorm.so);
+    independent of torch.set_num_threads."""
+    if isinstance(n, int) and not isinstance(n, bool) and n < 1:
         raise ValueError(f"set_num_threads: n must be >= 1, got {n}")
     _ext.set_num_threads(n)
-    for hook in _THREAD_HOOKS:  # other copies of the kernels (glmnorm.torch's C++ library)
-        hook(n)
 
 
 def num_threads():

@@ -62,6 +62,14 @@ def _torch_desc(a, name, writable):
         raise RuntimeError(f"{name}: requires grad; glmnorm's functions do not record "
                            "autograd: use glmnorm.torch's ops (torch.ops.glmnorm.rms_norm and "
                            "qk_norm are differentiable), or torch.no_grad()")
+    if writable:
+        if a.is_inference() and not _torch.is_inference_mode_enabled():
+            raise RuntimeError(f"{name}: Inplace update to inference tensor outside "
+                               "InferenceMode is not allowed (as PyTorch's in-place ops); "
+                               "call it under torch.inference_mode() or clone the tensor")
+        # As PyTorch's in-place ops: autograd then refuses a backward through the old
+        # value, and an inference tensor is refused outside inference mode.
+        _torch.autograd.graph.increment_version(a)
     return (a.data_ptr(), code, a.shape, a.stride())
 
 

@@ -25,20 +25,19 @@ functions of the same name in ``glmnorm`` (docs/SPEC.md); ``rounding`` is
 "cast-then-scale" (Transformers' Glm4MoeRMSNorm) or "single". With a static ``scale``
 (>0) the quant ops return scales = [scale]; with ``scale=None`` one float32 scale per row.
 
-Registration: the schemas, fake kernels and autograd are registered here (torch.library);
-the CPU kernels come from the C++ library ``libglmnorm_torch`` (TORCH_LIBRARY_IMPL, built
-next to the extension when torch is present at build time): a call goes from the dispatcher
-straight to C++, 2.5-4.2 us over the kernel alone on a 1 x 5120 bf16 row, against ~11.6 us
-for a Python ``custom_op`` (docs/PYTHON.md). Without that library (glmnorm built without torch)
-the same ops get Python CPU kernels calling the extension: same results, slower calls;
-``glmnorm.torch.BACKEND`` says which ("cpp" or "python").
+Registration: the schemas and fake kernels are registered here (torch.library); the CPU
+and Autograd kernels come from the C++ library ``libglmnorm_torch`` (TORCH_LIBRARY_IMPL,
+built against the torch of the environment glmnorm was installed into): a call goes from
+the dispatcher straight to C++, 2.5-4.2 us over the kernel alone on a 1 x 5120 bf16 row
+(docs/PYTHON.md). There is no other kernel set: without that library, or with a torch other
+than the one it was built against, importing this module raises ImportError with the
+command that fixes it.
 
 Autograd: ``rms_norm`` (hence ``RMSNorm`` and a patched model) and the functional ``qk_norm``
 without RoPE have a backward, through ``rms_norm_backward`` / ``qk_norm_backward``
 (deterministic; the gradients torch autograd computes through Glm4MoeRMSNorm, docs/BACKWARD.md).
-With libglmnorm_torch the autograd is C++ (torch::autograd::Function in torch_ops.cc: calls
-that need no graph cost what they did before); with the Python kernels it is
-torch.library.register_autograd (``_register_autograd`` below). The ops that update an input in
+The autograd is C++ (torch::autograd::Function in torch_ops.cc: calls that need no graph
+pay no Python frame). The ops that update an input in
 place (add_rms_norm, qk_norm_, add_rms_norm_quant), the quant ops and qk_norm with RoPE raise a
 RuntimeError saying so when called with inputs that require grad in grad mode. The backward ops
 themselves have no backward (no double backward).
@@ -51,44 +50,16 @@ from . import _arrays
 from . import _glmnorm as _ext
 
 __all__ = ["RMSNorm", "patch_glm4_moe", "rms_norm", "add_rms_norm", "qk_norm_", "qk_norm",
-           "rms_norm_quant", "add_rms_norm_quant", "rms_norm_backward", "qk_norm_backward",
-           "BACKEND"]
+           "rms_norm_quant", "add_rms_norm_quant", "rms_norm_backward", "qk_norm_backward"]
 
-_ROUNDING = {"cast-then-scale": 0, "single": 1}
-_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.int8: 3,
-          torch.float8_e4m3fn: 4, torch.int64: 5}
-_EMPTY = _arrays.EMPTY
 _arrays._load_torch()
 
 
-def _d(t, name):
-    """Descriptor of a CPU tensor (the hot path: no checks beyond dtype and device;
-    the C++ side checks shapes and strides)."""
-    code = _CODES.get(t.dtype)
-    if code is None or t.device.type != "cpu":
-        return _arrays._torch_desc(t, name, False)  # raises the right error
-    return (t.data_ptr(), code, t.shape, t.stride())
-
-
-def _mode(rounding):
-    try:
-        return _ROUNDING[rounding]
-    except KeyError:
-        raise ValueError(f"rounding must be 'cast-then-scale' or 'single', got {rounding!r}"
-                         ) from None
-
-
-def _norm_dtype(weight_dtype, x_dtype, rounding):
-    if rounding == "single" or weight_dtype == x_dtype:
-        return x_dtype
-    return torch.float32
-
-
-def _rows(shape):
-    n = 1
-    for s in shape[:-1]:
-        n *= s
-    return n
+def _out_dtype(op, *tensors_and_rounding):
+    """The dtype of a new output of `op` (the C++ library's rule)."""
+    *tensors, rounding = tensors_and_rounding
+    code = _ext.output_dtype(op, [_arrays.dtype_code(t) for t in tensors], rounding)
+    return _arrays._TORCH_DTYPES[code]
 
 
 # --- schemas (the one definition of every op) -------------------------------------------
@@ -129,190 +100,47 @@ for _schema in _SCHEMAS.values():
     _lib.define(_schema)
 
 
-def _load_cpp_kernels():
-    """Loads libglmnorm_torch (the C++ CPU kernels) when it was built, for this torch
-    version; returns whether. GLMNORM_TORCH_PYTHON_KERNELS=1 forces the Python kernels."""
+_REINSTALL = ("reinstall glmnorm in this environment, from its source directory: "
+              "pip install --force-reinstall --no-deps .")
+
+
+def _load_kernels():
+    """Loads libglmnorm_torch, the C++ CPU and Autograd kernels of the ops; ImportError when
+    it is missing or was built against another torch (its C++ ABI is torch's)."""
     import os
-    import warnings
     here = os.path.dirname(os.path.abspath(__file__))
     lib = os.path.join(here, "libglmnorm_torch.so")
-    if not os.path.exists(lib) or os.environ.get("GLMNORM_TORCH_PYTHON_KERNELS") == "1":
-        return False
+    if not os.path.exists(lib):
+        raise ImportError("glmnorm.torch: glmnorm was built without torch (torch was not "
+                          "installed in this environment when glmnorm was built), so it has "
+                          f"no torch ops; {_REINSTALL}")
     try:
         with open(lib[:-3] + ".torch_version") as f:
             built_for = f.read().strip()
     except OSError:
         built_for = "unknown"
     if built_for != torch.__version__:
-        warnings.warn(f"glmnorm: libglmnorm_torch was built for torch {built_for}, this is "
-                      f"torch {torch.__version__}; using the slower Python kernels (rebuild "
-                      "glmnorm to get the C++ ones)", RuntimeWarning, stacklevel=3)
-        return False
+        raise ImportError(f"glmnorm.torch: glmnorm's torch ops were built for torch {built_for}, "
+                          f"this is torch {torch.__version__} (torch's C++ ABI changes between "
+                          f"versions); {_REINSTALL}")
     torch.ops.load_library(lib)
-    _share_thread_count(lib)
-    return True
 
 
-def _share_thread_count(lib):
-    """libglmnorm_torch has its own copy of the kernels' thread pool: make
-    glmnorm.set_num_threads set it too, and give it the current count now."""
-    import ctypes
-    import glmnorm
-    handle = ctypes.CDLL(lib)  # the library torch just loaded (same handle)
-    setter, getter = handle.GlmnormTorchSetNumThreads, handle.GlmnormTorchNumThreads
-    setter.argtypes, setter.restype, getter.restype = [ctypes.c_int], ctypes.c_int, ctypes.c_int
-    glmnorm._THREAD_HOOKS.append(setter)
-    global _cpp_num_threads
-    _cpp_num_threads = getter
-    if getter() != glmnorm.num_threads():
-        setter(glmnorm.num_threads())
-
-
-def _cpp_num_threads():
-    """Threads of libglmnorm_torch's pool (tests); None with the Python kernels."""
-    return None
-
-
-# --- Python CPU kernels (used only without libglmnorm_torch) -----------------------------
-
-def _py_rms_norm(x, weight, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
-    y = torch.empty(x.shape, dtype=_norm_dtype(weight.dtype, x.dtype, rounding))
-    _ext.rms_norm(_d(x, "x"), _d(weight, "weight"), _d(y, "out"), eps, _mode(rounding),
-                  weight_offset)
-    return y
-
-
-def _add_dtype(residual, delta, weight, rounding):
-    if rounding == "single":
-        return delta.dtype
-    return _norm_dtype(weight.dtype, residual.dtype, rounding)
-
-
-def _py_add_rms_norm(residual, delta, weight, eps=1e-5, rounding="cast-then-scale",
-                     weight_offset=0.0, normalize_rounded_sum=True):
-    y = torch.empty(residual.shape, dtype=_add_dtype(residual, delta, weight, rounding))
-    _ext.add_rms_norm(_d(residual, "residual"), _d(delta, "delta"), _d(weight, "weight"),
-                      _d(y, "out"), eps, _mode(rounding), weight_offset,
-                      normalize_rounded_sum)
-    return y
-
-
-def _py_qk_norm_(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim,
-                 eps=1e-5, rounding="cast-then-scale", weight_offset=0.0, rotary_dim=0,
-                 cos=None, sin=None, positions=None):
-    from . import _rows_2d
-    d = _rows_2d(_d(qkv, "qkv"), "qkv")
-    rope = (_EMPTY, _EMPTY, _EMPTY)
-    if rotary_dim:
-        if cos is None or sin is None:
-            raise ValueError("qk_norm: rotary_dim > 0 needs cos and sin tables")
-        rope = (_d(cos, "cos"), _d(sin, "sin"),
-                _EMPTY if positions is None else _d(positions, "positions"))
-    _ext.qk_norm(d, d, num_q_heads, num_k_heads, num_v_heads, head_dim,
-                 _d(q_weight, "q_weight"), _d(k_weight, "k_weight"), eps, _mode(rounding),
-                 weight_offset, rotary_dim, *rope)
-
-
-def _py_qk_norm(qkv, *args, **kwargs):
-    out = torch.empty(qkv.shape, dtype=qkv.dtype)
-    out.copy_(qkv)
-    _py_qk_norm_(out, *args, **kwargs)
-    return out
-
-
-def _quant_buffers(like, dtype, scale):
-    if dtype not in (torch.int8, torch.float8_e4m3fn):
-        raise TypeError(f"dtype must be torch.int8 or torch.float8_e4m3fn, got {dtype}")
-    q = like.new_empty(like.shape, dtype=dtype)
-    scales = like.new_empty((_rows(like.shape),) if scale is None else (1,),
-                            dtype=torch.float32)
-    return q, scales
-
-
-def _py_rms_norm_quant(x, weight, dtype, scale=None, eps=1e-5, rounding="cast-then-scale",
-                       weight_offset=0.0):
-    q, scales = _quant_buffers(x, dtype, scale)
-    dyn = scale is None
-    _ext.rms_norm_quant(_d(x, "x"), _d(weight, "weight"), _d(q, "out"), dyn,
-                        1.0 if dyn else scale, _d(scales, "scales") if dyn else _EMPTY, eps,
-                        _mode(rounding), weight_offset)
-    if not dyn:
-        scales.fill_(scale)
-    return q, scales
-
-
-def _py_add_rms_norm_quant(residual, delta, weight, dtype, scale=None, eps=1e-5,
-                           rounding="cast-then-scale", weight_offset=0.0,
-                           normalize_rounded_sum=True):
-    q, scales = _quant_buffers(residual, dtype, scale)
-    dyn = scale is None
-    _ext.add_rms_norm_quant(_d(residual, "residual"), _d(delta, "delta"), _d(weight, "weight"),
-                            _d(q, "out"), dyn, 1.0 if dyn else scale,
-                            _d(scales, "scales") if dyn else _EMPTY, eps, _mode(rounding),
-                            weight_offset, normalize_rounded_sum)
-    if not dyn:
-        scales.fill_(scale)
-    return q, scales
-
-
-def _py_rms_norm_backward(x, weight, dy, eps=1e-5, rounding="cast-then-scale",
-                         weight_offset=0.0):
-    dx = torch.empty(x.shape, dtype=x.dtype)
-    dweight = torch.empty(weight.shape, dtype=weight.dtype)
-    _ext.rms_norm_backward(_d(x, "x"), _d(weight, "weight"), _d(dy, "dy"), _d(dx, "dx"),
-                           _d(dweight, "dweight"), _EMPTY, eps, _mode(rounding), weight_offset)
-    if rounding == "cast-then-scale" and weight.dtype != x.dtype:
-        # torch autograd rounds dh = dy * g to x's dtype here (see torch_ops.cc)
-        dh = (dy.float() * (weight.float() + weight_offset)).to(x.dtype)
-        ones = torch.ones(weight.shape, dtype=x.dtype)
-        unused = torch.empty_like(ones)  # held: the kernel writes it
-        _ext.rms_norm_backward(_d(x, "x"), _d(ones, "weight"), _d(dh, "dy"), _d(dx, "dx"),
-                               _d(unused, "dweight"), _EMPTY, eps, 0, 0.0)
-    return dx, dweight
-
-
-def _py_qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads, num_k_heads, num_v_heads,
-                         head_dim, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
-    from . import _rows_2d
-    din = torch.empty(qkv.shape, dtype=qkv.dtype)
-    din.copy_(dqkv)
-    dq = torch.empty(q_weight.shape, dtype=q_weight.dtype)
-    dk = torch.empty(k_weight.shape, dtype=k_weight.dtype)
-    d = _rows_2d(_d(din, "dqkv"), "dqkv")
-    _ext.qk_norm_backward(_rows_2d(_d(qkv, "qkv"), "qkv"), d, d, num_q_heads, num_k_heads,
-                          num_v_heads, head_dim, _d(q_weight, "q_weight"),
-                          _d(k_weight, "k_weight"), _d(dq, "dq_weight"), _d(dk, "dk_weight"),
-                          eps, _mode(rounding), weight_offset)
-    return din, dq, dk
-
-
-_PY_KERNELS = {"rms_norm": _py_rms_norm, "add_rms_norm": _py_add_rms_norm,
-               "qk_norm_": _py_qk_norm_, "qk_norm": _py_qk_norm,
-               "rms_norm_quant": _py_rms_norm_quant,
-               "add_rms_norm_quant": _py_add_rms_norm_quant,
-               "rms_norm_backward": _py_rms_norm_backward,
-               "qk_norm_backward": _py_qk_norm_backward}
-
-if _load_cpp_kernels():
-    BACKEND = "cpp"
-else:
-    BACKEND = "python"
-    for _name, _fn in _PY_KERNELS.items():
-        _lib.impl(_name, _fn, "CPU")
+_load_kernels()
 
 
 # --- fake (meta) kernels: shapes and dtypes only, for torch.compile --------------------
 
 @torch.library.register_fake("glmnorm::rms_norm")
 def _(x, weight, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
-    return x.new_empty(x.shape, dtype=_norm_dtype(weight.dtype, x.dtype, rounding))
+    return x.new_empty(x.shape, dtype=_out_dtype("rms_norm", x, weight, rounding))
 
 
 @torch.library.register_fake("glmnorm::add_rms_norm")
 def _(residual, delta, weight, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0,
       normalize_rounded_sum=True):
     return residual.new_empty(residual.shape,
-                              dtype=_add_dtype(residual, delta, weight, rounding))
+                              dtype=_out_dtype("add_rms_norm", residual, delta, weight, rounding))
 
 
 @torch.library.register_fake("glmnorm::qk_norm_")
@@ -323,6 +151,12 @@ def _(qkv, *args, **kwargs):
 @torch.library.register_fake("glmnorm::qk_norm")
 def _(qkv, *args, **kwargs):
     return qkv.new_empty(qkv.shape)
+
+
+def _quant_buffers(like, dtype, scale):
+    q = like.new_empty(like.shape, dtype=dtype)
+    rows = like.numel() // max(like.shape[-1], 1) if like.dim() else 1
+    return q, like.new_empty((rows,) if scale is None else (1,), dtype=torch.float32)
 
 
 @torch.library.register_fake("glmnorm::rms_norm_quant")
@@ -344,86 +178,6 @@ def _(x, weight, dy, *args, **kwargs):
 def _(qkv, q_weight, k_weight, dqkv, *args, **kwargs):
     return (qkv.new_empty(qkv.shape), q_weight.new_empty(q_weight.shape),
             k_weight.new_empty(k_weight.shape))
-
-
-# --- autograd ---------------------------------------------------------------------------
-
-_NO_BACKWARD = ("glmnorm: torch.ops.glmnorm.{} has no backward (it updates its input in place "
-                "or quantises: the differentiable ops are rms_norm and qk_norm without RoPE; in "
-                "training use them, or add the residual in PyTorch). Run under torch.no_grad() "
-                "/ torch.inference_mode(), or detach the inputs.")
-_NO_ROPE_BACKWARD = ("glmnorm: torch.ops.glmnorm.qk_norm has no backward with rotary_dim > 0 "
-                     "(the backward of the fused RoPE is not implemented): call it with "
-                     "rotary_dim=0 and apply RoPE in PyTorch, or run under torch.no_grad() / "
-                     "torch.inference_mode()")
-_DIFFERENTIABLE = ("rms_norm", "qk_norm")
-
-
-def _rms_norm_setup(ctx, inputs, output):
-    x, weight, eps, rounding, weight_offset = (list(inputs) + [1e-5, "cast-then-scale", 0.0]
-                                               )[:5]
-    ctx.save_for_backward(x, weight)
-    ctx.args = (eps, rounding, weight_offset)
-
-
-def _rms_norm_backward(ctx, dy):
-    if dy is None:
-        return None, None, None, None, None
-    x, weight = ctx.saved_tensors
-    dx, dweight = torch.ops.glmnorm.rms_norm_backward(x, weight, dy.contiguous(), *ctx.args)
-    return dx, dweight, None, None, None
-
-
-def _qk_norm_setup(ctx, inputs, output):
-    full = list(inputs) + [1e-5, "cast-then-scale", 0.0, 0, None, None, None][len(inputs) - 7:]
-    if full[10]:
-        raise RuntimeError(_NO_ROPE_BACKWARD)
-    ctx.save_for_backward(*full[:3])
-    ctx.args = tuple(full[3:10])
-
-
-def _qk_norm_backward(ctx, dout):
-    if dout is None:
-        return (None,) * 14
-    qkv, qw, kw = ctx.saved_tensors
-    nq, nk, nv, hd, eps, rounding, offset = ctx.args
-    dqkv, dq, dk = torch.ops.glmnorm.qk_norm_backward(qkv, qw, kw, dout.contiguous(), nq, nk,
-                                                      nv, hd, eps, rounding, offset)
-    return (dqkv, dq, dk) + (None,) * 11
-
-
-def _register_autograd():
-    """The autograd of the ops, for the Python kernel set.
-
-    With libglmnorm_torch everything is registered in C++ (torch_ops.cc: RmsNormFunction,
-    QkNormFunction, RefuseGrad for the ops without a backward), so calls pay no Python frame.
-    With the Python kernels: torch.library.register_autograd for rms_norm and qk_norm, and a
-    refusing Autograd kernel for the others (PyTorch's default for an op without autograd
-    would warn and silently produce no gradient)."""
-    if BACKEND == "cpp":
-        return
-    torch.library.register_autograd("glmnorm::rms_norm", _rms_norm_backward,
-                                    setup_context=_rms_norm_setup, lib=_lib)
-    torch.library.register_autograd("glmnorm::qk_norm", _qk_norm_backward,
-                                    setup_context=_qk_norm_setup, lib=_lib)
-
-    def refuse(name):
-        op = getattr(torch.ops.glmnorm, name).default
-
-        def kernel(*args, **kwargs):
-            if torch.is_grad_enabled() and any(
-                    isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-                raise RuntimeError(_NO_BACKWARD.format(name))
-            with torch._C._AutoDispatchBelowAutograd():
-                return op(*args, **kwargs)
-        return kernel
-
-    for name in _SCHEMAS:
-        if name not in _DIFFERENTIABLE:
-            _lib.impl(name, refuse(name), "Autograd")
-
-
-_register_autograd()
 
 
 # --- Python entry points (thin wrappers over torch.ops.glmnorm) -------------------------

@@ -7,14 +7,17 @@
 // C++ API with the GIL released. No array is copied here and nothing is
 // allocated on the kernels' path: the views are stack objects.
 //
-// Errors: glmnorm::Error becomes ValueError, or TypeError when the message is
-// about a dtype (the library names the argument and "dtype" in those).
+// Errors: glmnorm::Error becomes ValueError, or TypeError for
+// glmnorm::DTypeError. Scalars are converted here with errors naming the Python
+// function and argument. The module links libglmnorm.so, the package's one
+// copy of the kernels (shared with libglmnorm_torch: one thread pool).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -52,100 +55,173 @@ glmnorm::BasicTensorView<Ptr> ToView(const Desc& d, const char* what) {
   return v;
 }
 
-glmnorm::NormOptions Options(float eps, int rounding, float weight_offset) {
+// Scalar arguments arrive as Python objects and are converted here, so that
+// a wrong type is a TypeError naming the function and the argument (not
+// nanobind's signature dump) and an int out of range a ValueError (not a
+// narrowing cast). `fn` is the Python function ("glmnorm.rms_norm").
+double Float(const char* fn, const char* name, nb::handle h) {
+  if (!PyFloat_Check(h.ptr()) && !PyLong_Check(h.ptr())) {
+    throw nb::type_error((std::string(fn) + ": " + name + " must be a float, got " +
+                          nb::inst_name(h).c_str()).c_str());
+  }
+  return PyFloat_AsDouble(h.ptr());
+}
+
+int Int(const char* fn, const char* name, nb::handle h) {
+  if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
+    throw nb::type_error((std::string(fn) + ": " + name + " must be an int, got " +
+                          nb::inst_name(h).c_str()).c_str());
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  if (overflow != 0 || v < INT32_MIN || v > INT32_MAX) {
+    throw nb::value_error((std::string(fn) + ": " + name + " must fit in 32 bits, got " +
+                           nb::str(h).c_str()).c_str());
+  }
+  return static_cast<int>(v);
+}
+
+bool Bool(const char* fn, const char* name, nb::handle h) {
+  if (!PyBool_Check(h.ptr())) {
+    throw nb::type_error((std::string(fn) + ": " + name + " must be a bool, got " +
+                          nb::inst_name(h).c_str()).c_str());
+  }
+  return h.ptr() == Py_True;
+}
+
+glmnorm::Rounding RoundingOf(const char* fn, nb::handle h) {
+  if (!PyUnicode_Check(h.ptr())) {
+    throw nb::type_error((std::string(fn) + ": rounding must be a str ('cast-then-scale' or "
+                          "'single'), got " + nb::inst_name(h).c_str()).c_str());
+  }
+  try {
+    return glmnorm::RoundingFromName(nb::cast<std::string>(h));
+  } catch (const glmnorm::Error& e) {
+    throw nb::value_error((std::string(fn) + ": " + e.what()).c_str());
+  }
+}
+
+// (eps, rounding, weight_offset) of every norm.
+glmnorm::NormOptions Options(const char* fn, nb::handle eps, nb::handle rounding,
+                             nb::handle weight_offset) {
   glmnorm::NormOptions o;
-  o.eps = eps;
-  o.rounding = rounding == 0 ? glmnorm::Rounding::kCastThenScale : glmnorm::Rounding::kSingle;
-  o.weight_offset = weight_offset;
+  o.eps = static_cast<float>(Float(fn, "eps", eps));
+  o.rounding = RoundingOf(fn, rounding);
+  o.weight_offset = static_cast<float>(Float(fn, "weight_offset", weight_offset));
   return o;
 }
 
-glmnorm::AddNormOptions AddOptions(float eps, int rounding, float weight_offset,
-                                   bool normalize_rounded_sum) {
+glmnorm::AddNormOptions AddOptions(const char* fn, nb::handle eps, nb::handle rounding,
+                                   nb::handle weight_offset, nb::handle normalize_rounded_sum) {
   glmnorm::AddNormOptions o;
-  static_cast<glmnorm::NormOptions&>(o) = Options(eps, rounding, weight_offset);
-  o.normalize_rounded_sum = normalize_rounded_sum;
+  static_cast<glmnorm::NormOptions&>(o) = Options(fn, eps, rounding, weight_offset);
+  o.normalize_rounded_sum = Bool(fn, "normalize_rounded_sum", normalize_rounded_sum);
   return o;
 }
 
-glmnorm::QuantOptions Quant(bool dynamic, float scale, const Desc& scales) {
+glmnorm::QuantOptions Quant(const char* fn, nb::handle scale, const Desc& scales) {
   glmnorm::QuantOptions q;
-  q.scaling = dynamic ? glmnorm::QuantScaling::kDynamicPerToken : glmnorm::QuantScaling::kStatic;
-  q.scale = scale;
-  if (dynamic) q.scales = ToView<void*>(scales, "scales");
+  if (scale.is_none()) {
+    q.scaling = glmnorm::QuantScaling::kDynamicPerToken;
+    q.scales = ToView<void*>(scales, "scales");
+  } else {
+    q.scaling = glmnorm::QuantScaling::kStatic;
+    q.scale = static_cast<float>(Float(fn, "scale", scale));
+  }
   return q;
 }
 
-void RmsNorm(const Desc& x, const Desc& gamma, const Desc& y, float eps, int rounding,
-             float weight_offset) {
+glmnorm::QkHeads Heads(const char* fn, nb::handle nq, nb::handle nk, nb::handle nv,
+                       nb::handle head_dim) {
+  glmnorm::QkHeads heads;
+  heads.num_q_heads = Int(fn, "num_q_heads", nq);
+  heads.num_k_heads = Int(fn, "num_k_heads", nk);
+  heads.num_v_heads = Int(fn, "num_v_heads", nv);
+  heads.head_dim = Int(fn, "head_dim", head_dim);
+  return heads;
+}
+
+using H = nb::handle;
+
+// Runs a library call with the GIL released; its errors get the Python
+// function's name in front (kind kept).
+template <typename F>
+void Run(const char* fn, F&& call) {
+  try {
+    nb::gil_scoped_release release;
+    call();
+  } catch (const glmnorm::DTypeError& e) {
+    throw glmnorm::DTypeError(std::string(fn) + ": " + e.what());
+  } catch (const glmnorm::Error& e) {
+    throw glmnorm::Error(std::string(fn) + ": " + e.what());
+  }
+}
+
+void RmsNorm(const Desc& x, const Desc& gamma, const Desc& y, H eps, H rounding,
+             H weight_offset) {
+  auto opt = Options("glmnorm.rms_norm", eps, rounding, weight_offset);
   auto xv = ToView<const void*>(x, "x");
   auto gv = ToView<const void*>(gamma, "weight");
   auto yv = ToView<void*>(y, "out");
-  auto opt = Options(eps, rounding, weight_offset);
-  nb::gil_scoped_release release;
-  glmnorm::RmsNorm(xv, gv, yv, opt);
+  Run("glmnorm.rms_norm", [&] { glmnorm::RmsNorm(xv, gv, yv, opt); });
 }
 
 void AddRmsNorm(const Desc& residual, const Desc& delta, const Desc& gamma, const Desc& y,
-                float eps, int rounding, float weight_offset, bool normalize_rounded_sum) {
+                H eps, H rounding, H weight_offset, H normalize_rounded_sum) {
+  auto opt = AddOptions("glmnorm.add_rms_norm", eps, rounding, weight_offset,
+                        normalize_rounded_sum);
   auto rv = ToView<void*>(residual, "residual");
   auto dv = ToView<const void*>(delta, "delta");
   auto gv = ToView<const void*>(gamma, "weight");
   auto yv = ToView<void*>(y, "out");
-  auto opt = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
-  nb::gil_scoped_release release;
-  glmnorm::AddRmsNorm(rv, dv, gv, yv, opt);
+  Run("glmnorm.add_rms_norm", [&] { glmnorm::AddRmsNorm(rv, dv, gv, yv, opt); });
 }
 
-void QkNorm(const Desc& qkv_in, const Desc& qkv_out, int num_q_heads, int num_k_heads,
-            int num_v_heads, int head_dim, const Desc& q_gamma, const Desc& k_gamma, float eps,
-            int rounding, float weight_offset, int rotary_dim, const Desc& cos, const Desc& sin,
+void QkNorm(const Desc& qkv_in, const Desc& qkv_out, H num_q_heads, H num_k_heads,
+            H num_v_heads, H head_dim, const Desc& q_gamma, const Desc& k_gamma, H eps,
+            H rounding, H weight_offset, H rotary_dim, const Desc& cos, const Desc& sin,
             const Desc& positions) {
+  constexpr const char* kFn = "glmnorm.qk_norm";
+  const glmnorm::QkHeads heads = Heads(kFn, num_q_heads, num_k_heads, num_v_heads, head_dim);
+  auto opt = Options(kFn, eps, rounding, weight_offset);
+  glmnorm::Rope rope;
+  rope.rotary_dim = Int(kFn, "rotary_dim", rotary_dim);
   auto in = ToView<const void*>(qkv_in, "qkv");
   auto out = ToView<void*>(qkv_out, "out");
-  glmnorm::QkHeads heads;
-  heads.num_q_heads = num_q_heads;
-  heads.num_k_heads = num_k_heads;
-  heads.num_v_heads = num_v_heads;
-  heads.head_dim = head_dim;
   auto qg = ToView<const void*>(q_gamma, "q_weight");
   auto kg = ToView<const void*>(k_gamma, "k_weight");
-  glmnorm::Rope rope;
-  rope.rotary_dim = rotary_dim;
-  if (rotary_dim != 0) {
+  if (rope.rotary_dim != 0) {
     rope.cos = ToView<const void*>(cos, "cos");
     rope.sin = ToView<const void*>(sin, "sin");
     if (!std::get<2>(positions).empty()) {
       rope.positions = ToView<const void*>(positions, "positions");
     }
   }
-  auto opt = Options(eps, rounding, weight_offset);
-  nb::gil_scoped_release release;
-  glmnorm::QkNorm(in, out, heads, qg, kg, opt, rope);
+  Run(kFn, [&] { glmnorm::QkNorm(in, out, heads, qg, kg, opt, rope); });
 }
 
-void RmsNormQuant(const Desc& x, const Desc& gamma, const Desc& q, bool dynamic, float scale,
-                  const Desc& scales, float eps, int rounding, float weight_offset) {
+void RmsNormQuant(const Desc& x, const Desc& gamma, const Desc& q, H scale, const Desc& scales,
+                  H eps, H rounding, H weight_offset) {
+  constexpr const char* kFn = "glmnorm.rms_norm_quant";
+  auto opt = Options(kFn, eps, rounding, weight_offset);
+  auto quant = Quant(kFn, scale, scales);
   auto xv = ToView<const void*>(x, "x");
   auto gv = ToView<const void*>(gamma, "weight");
   auto qv = ToView<void*>(q, "out");
-  auto quant = Quant(dynamic, scale, scales);
-  auto opt = Options(eps, rounding, weight_offset);
-  nb::gil_scoped_release release;
-  glmnorm::RmsNormQuant(xv, gv, qv, quant, opt);
+  Run(kFn, [&] { glmnorm::RmsNormQuant(xv, gv, qv, quant, opt); });
 }
 
 void AddRmsNormQuant(const Desc& residual, const Desc& delta, const Desc& gamma, const Desc& q,
-                     bool dynamic, float scale, const Desc& scales, float eps, int rounding,
-                     float weight_offset, bool normalize_rounded_sum) {
+                     H scale, const Desc& scales, H eps, H rounding, H weight_offset,
+                     H normalize_rounded_sum) {
+  constexpr const char* kFn = "glmnorm.add_rms_norm_quant";
+  auto opt = AddOptions(kFn, eps, rounding, weight_offset, normalize_rounded_sum);
+  auto quant = Quant(kFn, scale, scales);
   auto rv = ToView<void*>(residual, "residual");
   auto dv = ToView<const void*>(delta, "delta");
   auto gv = ToView<const void*>(gamma, "weight");
   auto qv = ToView<void*>(q, "out");
-  auto quant = Quant(dynamic, scale, scales);
-  auto opt = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
-  nb::gil_scoped_release release;
-  glmnorm::AddRmsNormQuant(rv, dv, gv, qv, quant, opt);
+  Run(kFn, [&] { glmnorm::AddRmsNormQuant(rv, dv, gv, qv, quant, opt); });
 }
 
 // The backward kernels (rms_norm_backward.h, add_rms_norm_backward.h,
@@ -153,23 +229,24 @@ void AddRmsNormQuant(const Desc& residual, const Desc& delta, const Desc& gamma,
 // the largest call on the thread, then is reused: no allocation per call).
 // An empty descriptor (rank 0) is an absent optional tensor.
 void RmsNormBackward(const Desc& x, const Desc& gamma, const Desc& dy, const Desc& dx,
-                     const Desc& dgamma, const Desc& rstd, float eps, int rounding,
-                     float weight_offset) {
+                     const Desc& dgamma, const Desc& rstd, H eps, H rounding,
+                     H weight_offset) {
+  auto opt = Options("glmnorm.rms_norm_backward", eps, rounding, weight_offset);
   auto xv = ToView<const void*>(x, "x");
   auto gv = ToView<const void*>(gamma, "weight");
   auto dyv = ToView<const void*>(dy, "dy");
   auto dxv = ToView<void*>(dx, "dx");
   auto dgv = ToView<void*>(dgamma, "dweight");
   auto rv = ToView<const void*>(rstd, "rstd");
-  auto opt = Options(eps, rounding, weight_offset);
-  nb::gil_scoped_release release;
-  glmnorm::RmsNormBackward(xv, gv, dyv, dxv, dgv, opt, rv);
+  Run("glmnorm.rms_norm_backward", [&] { glmnorm::RmsNormBackward(xv, gv, dyv, dxv, dgv, opt, rv); });
 }
 
 void AddRmsNormBackward(const Desc& h, const Desc& gamma, const Desc& dy,
                         const Desc& d_residual_out, const Desc& d_h, const Desc& d_delta,
-                        const Desc& dgamma, const Desc& rstd, float eps, int rounding,
-                        float weight_offset, bool normalize_rounded_sum) {
+                        const Desc& dgamma, const Desc& rstd, H eps, H rounding,
+                        H weight_offset, H normalize_rounded_sum) {
+  auto opt = AddOptions("glmnorm.add_rms_norm_backward", eps, rounding, weight_offset,
+                        normalize_rounded_sum);
   auto hv = ToView<const void*>(h, "residual");
   auto gv = ToView<const void*>(gamma, "weight");
   auto dyv = ToView<const void*>(dy, "dy");
@@ -178,30 +255,44 @@ void AddRmsNormBackward(const Desc& h, const Desc& gamma, const Desc& dy,
   auto ddv = ToView<void*>(d_delta, "d_delta");
   auto dgv = ToView<void*>(dgamma, "dweight");
   auto rv = ToView<const void*>(rstd, "rstd");
-  auto opt = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
-  nb::gil_scoped_release release;
-  glmnorm::AddRmsNormBackward(hv, gv, dyv, drv, dhv, ddv, dgv, opt, rv);
+  Run("glmnorm.add_rms_norm_backward", [&] { glmnorm::AddRmsNormBackward(hv, gv, dyv, drv, dhv, ddv, dgv, opt, rv); });
 }
 
 void QkNormBackward(const Desc& qkv, const Desc& dqkv_out, const Desc& dqkv_in,
-                    int num_q_heads, int num_k_heads, int num_v_heads, int head_dim,
+                    H num_q_heads, H num_k_heads, H num_v_heads, H head_dim,
                     const Desc& q_gamma, const Desc& k_gamma, const Desc& dq_gamma,
-                    const Desc& dk_gamma, float eps, int rounding, float weight_offset) {
+                    const Desc& dk_gamma, H eps, H rounding, H weight_offset) {
+  constexpr const char* kFn = "glmnorm.qk_norm_backward";
+  const glmnorm::QkHeads heads = Heads(kFn, num_q_heads, num_k_heads, num_v_heads, head_dim);
+  auto opt = Options(kFn, eps, rounding, weight_offset);
   auto in = ToView<const void*>(qkv, "qkv");
   auto dout = ToView<const void*>(dqkv_out, "dqkv_out");
   auto din = ToView<void*>(dqkv_in, "out");
-  glmnorm::QkHeads heads;
-  heads.num_q_heads = num_q_heads;
-  heads.num_k_heads = num_k_heads;
-  heads.num_v_heads = num_v_heads;
-  heads.head_dim = head_dim;
   auto qg = ToView<const void*>(q_gamma, "q_weight");
   auto kg = ToView<const void*>(k_gamma, "k_weight");
   auto dqg = ToView<void*>(dq_gamma, "dq_weight");
   auto dkg = ToView<void*>(dk_gamma, "dk_weight");
-  auto opt = Options(eps, rounding, weight_offset);
-  nb::gil_scoped_release release;
-  glmnorm::QkNormBackward(in, dout, din, heads, qg, kg, dqg, dkg, opt);
+  Run(kFn, [&] { glmnorm::QkNormBackward(in, dout, din, heads, qg, kg, dqg, dkg, opt); });
+}
+
+// The dtype code of a new output of `op` given the dtype codes of its tensor
+// arguments (the library's rule): "rms_norm" (x, weight), "add_rms_norm"
+// (residual, delta, weight). A code that is not a float activation gives
+// f32 (the call itself then reports the dtype).
+int OutputDType(const std::string& op, const std::vector<int>& codes, H rounding) {
+  const glmnorm::Rounding r = RoundingOf(("glmnorm." + op).c_str(), rounding);
+  std::vector<glmnorm::DType> d;
+  for (int c : codes) {
+    d.push_back(c >= 0 && c <= static_cast<int>(glmnorm::DType::kF16)
+                    ? static_cast<glmnorm::DType>(c) : glmnorm::DType::kF32);
+  }
+  if (op == "rms_norm" && d.size() == 2) {
+    return static_cast<int>(glmnorm::RmsNormOutputDType(d[0], d[1], r));
+  }
+  if (op == "add_rms_norm" && d.size() == 3) {
+    return static_cast<int>(glmnorm::AddRmsNormOutputDType(d[0], d[1], d[2], r));
+  }
+  throw nb::value_error(("output_dtype: unknown op or arity: " + op).c_str());
 }
 
 // The checkpoint reader. Gammas are returned as read-only numpy arrays of
@@ -235,24 +326,28 @@ NB_MODULE(_glmnorm, m) {
     try {
       std::rethrow_exception(p);
     } catch (const glmnorm::Error& e) {
-      const std::string msg = e.what();
-      if (msg.find("dtype") != std::string::npos) {
-        PyErr_SetString(PyExc_TypeError, msg.c_str());
-      } else {
-        PyErr_SetString(PyExc_ValueError, msg.c_str());
-      }
+      PyErr_SetString(dynamic_cast<const glmnorm::DTypeError*>(&e) != nullptr
+                          ? PyExc_TypeError : PyExc_ValueError,
+                      e.what());
     }
   });
 
   m.def("rms_norm", &RmsNorm);
   m.def("add_rms_norm", &AddRmsNorm);
   m.def("qk_norm", &QkNorm);
-  m.def("rms_norm_quant", &RmsNormQuant);
-  m.def("add_rms_norm_quant", &AddRmsNormQuant);
+  // scale may be None (dynamic per-token scales): nanobind refuses None unless told.
+  m.def("rms_norm_quant", &RmsNormQuant, nb::arg("x"), nb::arg("weight"), nb::arg("out"),
+        nb::arg("scale").none(), nb::arg("scales"), nb::arg("eps"), nb::arg("rounding"),
+        nb::arg("weight_offset"));
+  m.def("add_rms_norm_quant", &AddRmsNormQuant, nb::arg("residual"), nb::arg("delta"),
+        nb::arg("weight"), nb::arg("out"), nb::arg("scale").none(), nb::arg("scales"),
+        nb::arg("eps"), nb::arg("rounding"), nb::arg("weight_offset"),
+        nb::arg("normalize_rounded_sum"));
   m.def("rms_norm_backward", &RmsNormBackward);
   m.def("add_rms_norm_backward", &AddRmsNormBackward);
   m.def("qk_norm_backward", &QkNormBackward);
-  m.def("set_num_threads", [](int n) { glmnorm::SetNumThreads(n); });
+  m.def("output_dtype", &OutputDType);
+  m.def("set_num_threads", [](H n) { glmnorm::SetNumThreads(Int("glmnorm.set_num_threads", "n", n)); });
   m.def("num_threads", [] { return glmnorm::NumThreads(); });
   m.def("dtype_names", [] {
     std::vector<std::string> names;

@@ -15,15 +15,25 @@
 // kernels). The other ops refuse inputs that require grad (RefuseGrad).
 //
 // Errors: glmnorm::Error becomes c10::ValueError (Python ValueError), or
-// c10::TypeError (TypeError) when the message is about a dtype.
+// c10::TypeError (TypeError) for glmnorm::DTypeError; messages name the op and
+// the argument as Python spells them. Every rule (output dtype, rounding
+// names, checks) is the library's: this file translates arguments.
+//
+// One native library per process: this library and the nanobind module both
+// link libglmnorm.so (the package's copy of the kernels, one thread pool).
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/ones.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <climits>
 
 #include <cstdint>
 #include <optional>
@@ -37,17 +47,18 @@
 namespace glmnorm_torch {
 namespace {
 
-[[noreturn]] void Rethrow(const glmnorm::Error& e) {
-  const std::string msg = e.what();
-  if (msg.find("dtype") != std::string::npos) {
-    TORCH_CHECK_TYPE(false, msg);
+// glmnorm::Error -> Python ValueError / TypeError by the error's kind,
+// prefixed with the op the user called.
+[[noreturn]] void Rethrow(const char* op, const glmnorm::Error& e) {
+  if (dynamic_cast<const glmnorm::DTypeError*>(&e) != nullptr) {
+    TORCH_CHECK_TYPE(false, "glmnorm.", op, ": ", e.what());
   }
-  TORCH_CHECK_VALUE(false, msg);
+  TORCH_CHECK_VALUE(false, "glmnorm.", op, ": ", e.what());
 }
 
-glmnorm::DType Code(const at::Tensor& t, const char* name) {
-  TORCH_CHECK_VALUE(t.device().is_cpu(), name, ": glmnorm runs on the CPU; got a tensor on ",
-                    t.device());
+glmnorm::DType Code(const char* op, const at::Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(t.device().is_cpu(), "glmnorm.", op, ": ", name,
+                    ": glmnorm runs on the CPU; got a tensor on ", t.device());
   switch (t.scalar_type()) {
     case at::kFloat: return glmnorm::DType::kF32;
     case at::kBFloat16: return glmnorm::DType::kBF16;
@@ -56,18 +67,33 @@ glmnorm::DType Code(const at::Tensor& t, const char* name) {
     case at::kFloat8_e4m3fn: return glmnorm::DType::kF8E4M3;
     case at::kLong: return glmnorm::DType::kI64;
     default:
-      TORCH_CHECK_TYPE(false, name, ": unsupported dtype ", t.scalar_type(),
-                       " (glmnorm takes float32, bfloat16, float16; int8 / float8_e4m3fn "
-                       "outputs; int64 positions)");
+      TORCH_CHECK_TYPE(false, "glmnorm.", op, ": ", name, ": unsupported dtype ",
+                       t.scalar_type(), " (glmnorm takes float32, bfloat16, float16; int8 / "
+                       "float8_e4m3fn outputs; int64 positions)");
   }
 }
 
+at::ScalarType Torch(glmnorm::DType d) {
+  switch (d) {
+    case glmnorm::DType::kF32: return at::kFloat;
+    case glmnorm::DType::kBF16: return at::kBFloat16;
+    case glmnorm::DType::kF16: return at::kHalf;
+    case glmnorm::DType::kI8: return at::kChar;
+    case glmnorm::DType::kF8E4M3: return at::kFloat8_e4m3fn;
+    case glmnorm::DType::kI64: return at::kLong;
+  }
+  return at::kFloat;
+}
+
+// The view of argument `name` of op `op`. Rank is the library's to check
+// (1..4); a rank it cannot even hold is reported here, under the same name.
 template <typename Ptr>
-glmnorm::BasicTensorView<Ptr> View(const at::Tensor& t, const char* name) {
+glmnorm::BasicTensorView<Ptr> View(const char* op, const at::Tensor& t, const char* name) {
   glmnorm::BasicTensorView<Ptr> v;
-  v.dtype = Code(t, name);
-  TORCH_CHECK_VALUE(t.dim() <= glmnorm::kMaxRank, name, ": rank must be at most 4, got ",
-                    t.dim());
+  v.dtype = Code(op, t, name);
+  TORCH_CHECK_VALUE(t.dim() >= 1 && t.dim() <= glmnorm::kMaxRank, "glmnorm.", op, ": ", name,
+                    ": rank must be 1..", glmnorm::kMaxRank, ", got ", t.dim(), " (shape ",
+                    t.sizes(), ")");
   v.data = t.data_ptr();
   v.rank = static_cast<int>(t.dim());
   for (int i = 0; i < v.rank; ++i) {
@@ -77,50 +103,79 @@ glmnorm::BasicTensorView<Ptr> View(const at::Tensor& t, const char* name) {
   return v;
 }
 
-// [..., W] as 2-D [rows, W] when the leading dims form rows of one stride.
+// [..., W] as 2-D [rows, W] when the leading dims form rows of one stride
+// (QkNorm takes 2-D [tokens, QKV width]).
 template <typename Ptr>
-glmnorm::BasicTensorView<Ptr> Rows2d(const at::Tensor& t, const char* name) {
-  TORCH_CHECK_VALUE(t.dim() >= 1, name, ": needs at least one dim");
-  glmnorm::BasicTensorView<Ptr> v;
-  v.dtype = Code(t, name);
-  v.data = t.data_ptr();
-  v.rank = 2;
-  const int64_t d = t.dim();
+glmnorm::BasicTensorView<Ptr> Rows2d(const char* op, const at::Tensor& t, const char* name) {
+  glmnorm::BasicTensorView<Ptr> v = View<Ptr>(op, t, name);
+  if (v.rank == 2) return v;
+  const int d = v.rank;
   int64_t rows = 1;
-  int64_t row_stride = t.size(d - 1);
+  int64_t row_stride = v.shape[d - 1];
   int64_t prev_stride = -1;
   int64_t prev_size = 1;
-  for (int64_t i = d - 2; i >= 0; --i) {
-    rows *= t.size(i);
-    if (t.size(i) == 1) continue;
+  for (int i = d - 2; i >= 0; --i) {
+    rows *= v.shape[i];
+    if (v.shape[i] == 1) continue;
     if (prev_stride < 0) {
-      row_stride = t.stride(i);
+      row_stride = v.stride[i];
     } else {
-      TORCH_CHECK_VALUE(t.stride(i) == prev_stride * prev_size, name, ": the leading dims of ",
-                        t.sizes(), " with strides ", t.strides(),
+      TORCH_CHECK_VALUE(v.stride[i] == prev_stride * prev_size, "glmnorm.", op, ": ", name,
+                        ": the leading dims of ", t.sizes(), " with strides ", t.strides(),
                         " do not form rows of one stride");
     }
-    prev_stride = t.stride(i);
-    prev_size = t.size(i);
+    prev_stride = v.stride[i];
+    prev_size = v.shape[i];
   }
+  v.rank = 2;
   v.shape[0] = rows;
   v.shape[1] = t.size(d - 1);
   v.stride[0] = row_stride;
-  v.stride[1] = d >= 1 ? t.stride(d - 1) : 1;
+  v.stride[1] = t.stride(d - 1);
   return v;
 }
 
-glmnorm::Rounding ParseRounding(c10::string_view rounding) {
-  if (rounding == "cast-then-scale") return glmnorm::Rounding::kCastThenScale;
-  if (rounding == "single") return glmnorm::Rounding::kSingle;
-  TORCH_CHECK_VALUE(false, "rounding must be 'cast-then-scale' or 'single', got '",
-                    std::string(rounding.data(), rounding.size()), "'");
+// A tensor the op writes in place: bumps its version counter first (so that
+// autograd refuses a backward through its old value, as after x.add_()), and
+// this refuses an inference tensor outside inference mode, as PyTorch's own
+// in-place ops do. Called after the arguments are translated and before the
+// kernel: a refused call writes nothing (a call the library then refuses has
+// bumped the counter: harmless, no data changed).
+void MarkWritten(const at::Tensor& t) { torch::autograd::impl::bump_version(t); }
+
+// int64 arguments of the schema -> the library's int, refused (not
+// narrowed) when out of range.
+int Int(const char* op, int64_t v, const char* name) {
+  TORCH_CHECK_VALUE(v >= INT32_MIN && v <= INT32_MAX, "glmnorm.", op, ": ", name,
+                    " must fit in 32 bits, got ", v);
+  return static_cast<int>(v);
+}
+
+// A new output. Large ones are fresh mmap()s from the allocator whose first
+// touch (the kernel's write) faults page by page: with transparent huge
+// pages in `madvise` mode (the default of most distributions) that is 4 KiB
+// faults, ~4x the kernel's own time at 4096 x 5120. Asking for huge pages on
+// the 2 MiB-aligned interior before the kernel writes makes the faults 512
+// times fewer (docs/PYTHON.md, "Fresh outputs"). Harmless on reused memory.
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kAdviseMin = size_t{4} << 20;
+
+at::Tensor NewOutput(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  at::Tensor t = at::empty(sizes, options);
+  const size_t bytes = t.nbytes();
+  if (bytes >= kAdviseMin) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data_ptr());
+    const uintptr_t lo = (begin + kHugePage - 1) & ~(kHugePage - 1);
+    const uintptr_t hi = (begin + bytes) & ~(kHugePage - 1);
+    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+  }
+  return t;
 }
 
 glmnorm::NormOptions Options(double eps, c10::string_view rounding, double weight_offset) {
   glmnorm::NormOptions o;
   o.eps = static_cast<float>(eps);
-  o.rounding = ParseRounding(rounding);
+  o.rounding = glmnorm::RoundingFromName(std::string_view(rounding.data(), rounding.size()));
   o.weight_offset = static_cast<float>(weight_offset);
   return o;
 }
@@ -133,68 +188,79 @@ glmnorm::AddNormOptions AddOptions(double eps, c10::string_view rounding, double
   return o;
 }
 
-at::ScalarType NormDtype(at::ScalarType w, at::ScalarType x, c10::string_view rounding) {
-  if (rounding == "single" || w == x) return x;
-  return at::kFloat;
-}
-
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps,
                    c10::string_view rounding, double weight_offset) {
-  at::Tensor y = at::empty(x.sizes(), x.options().dtype(
-                                          NormDtype(weight.scalar_type(), x.scalar_type(),
-                                                    rounding)));
+  constexpr const char* kOp = "rms_norm";
   try {
-    glmnorm::RmsNorm(View<const void*>(x, "x"), View<const void*>(weight, "weight"),
-                     View<void*>(y, "out"), Options(eps, rounding, weight_offset));
+    const auto o = Options(eps, rounding, weight_offset);
+    const auto xv = View<const void*>(kOp, x, "x");
+    const auto wv = View<const void*>(kOp, weight, "weight");
+    at::Tensor y = NewOutput(
+        x.sizes(), x.options().dtype(Torch(glmnorm::RmsNormOutputDType(xv.dtype, wv.dtype,
+                                                                        o.rounding))));
+    glmnorm::RmsNorm(xv, wv, View<void*>(kOp, y, "out"), o);
+    return y;
   } catch (const glmnorm::Error& e) {
-    Rethrow(e);
+    Rethrow(kOp, e);
   }
-  return y;
 }
 
 at::Tensor AddRmsNorm(const at::Tensor& residual, const at::Tensor& delta,
                       const at::Tensor& weight, double eps, c10::string_view rounding,
                       double weight_offset, bool normalize_rounded_sum) {
-  const at::ScalarType out_dtype =
-      rounding == "single" ? delta.scalar_type()
-                           : NormDtype(weight.scalar_type(), residual.scalar_type(), rounding);
-  at::Tensor y = at::empty(residual.sizes(), residual.options().dtype(out_dtype));
+  constexpr const char* kOp = "add_rms_norm";
   try {
-    glmnorm::AddRmsNorm(View<void*>(residual, "residual"), View<const void*>(delta, "delta"),
-                        View<const void*>(weight, "weight"), View<void*>(y, "out"),
-                        AddOptions(eps, rounding, weight_offset, normalize_rounded_sum));
+    const auto o = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
+    const auto rv = View<void*>(kOp, residual, "residual");
+    const auto dv = View<const void*>(kOp, delta, "delta");
+    const auto wv = View<const void*>(kOp, weight, "weight");
+    at::Tensor y = NewOutput(residual.sizes(),
+                             residual.options().dtype(Torch(glmnorm::AddRmsNormOutputDType(
+                                 rv.dtype, dv.dtype, wv.dtype, o.rounding))));
+    const auto yv = View<void*>(kOp, y, "out");
+    MarkWritten(residual);
+    glmnorm::AddRmsNorm(rv, dv, wv, yv, o);
+    return y;
   } catch (const glmnorm::Error& e) {
-    Rethrow(e);
+    Rethrow(kOp, e);
   }
-  return y;
 }
 
-void QkCall(const at::Tensor& qkv, const at::Tensor& q_weight, const at::Tensor& k_weight,
-            int64_t num_q_heads, int64_t num_k_heads, int64_t num_v_heads, int64_t head_dim,
-            double eps, c10::string_view rounding, double weight_offset, int64_t rotary_dim,
+glmnorm::QkHeads Heads(const char* op, int64_t num_q_heads, int64_t num_k_heads,
+                       int64_t num_v_heads, int64_t head_dim) {
+  glmnorm::QkHeads heads;
+  heads.num_q_heads = Int(op, num_q_heads, "num_q_heads");
+  heads.num_k_heads = Int(op, num_k_heads, "num_k_heads");
+  heads.num_v_heads = Int(op, num_v_heads, "num_v_heads");
+  heads.head_dim = Int(op, head_dim, "head_dim");
+  return heads;
+}
+
+void QkCall(const char* op, const at::Tensor& qkv, bool written_in_place,
+            const at::Tensor& q_weight, const at::Tensor& k_weight, int64_t num_q_heads,
+            int64_t num_k_heads, int64_t num_v_heads, int64_t head_dim, double eps,
+            c10::string_view rounding, double weight_offset, int64_t rotary_dim,
             const std::optional<at::Tensor>& cos, const std::optional<at::Tensor>& sin,
             const std::optional<at::Tensor>& positions) {
-  glmnorm::QkHeads heads;
-  heads.num_q_heads = static_cast<int>(num_q_heads);
-  heads.num_k_heads = static_cast<int>(num_k_heads);
-  heads.num_v_heads = static_cast<int>(num_v_heads);
-  heads.head_dim = static_cast<int>(head_dim);
-  glmnorm::Rope rope;
-  rope.rotary_dim = static_cast<int>(rotary_dim);
-  if (rotary_dim != 0) {
-    TORCH_CHECK_VALUE(cos.has_value() && sin.has_value(),
-                      "qk_norm: rotary_dim > 0 needs cos and sin tables");
-    rope.cos = View<const void*>(*cos, "cos");
-    rope.sin = View<const void*>(*sin, "sin");
-    if (positions.has_value()) rope.positions = View<const void*>(*positions, "positions");
-  }
   try {
-    auto out = Rows2d<void*>(qkv, "qkv");
-    glmnorm::QkNorm(glmnorm::AsConst(out), out, heads, View<const void*>(q_weight, "q_weight"),
-                    View<const void*>(k_weight, "k_weight"),
-                    Options(eps, rounding, weight_offset), rope);
+    const glmnorm::QkHeads heads = Heads(op, num_q_heads, num_k_heads, num_v_heads, head_dim);
+    glmnorm::Rope rope;
+    rope.rotary_dim = Int(op, rotary_dim, "rotary_dim");
+    if (rotary_dim != 0) {
+      TORCH_CHECK_VALUE(cos.has_value() && sin.has_value(), "glmnorm.", op,
+                        ": rotary_dim > 0 needs cos and sin tables");
+      rope.cos = View<const void*>(op, *cos, "cos");
+      rope.sin = View<const void*>(op, *sin, "sin");
+      if (positions.has_value()) rope.positions = View<const void*>(op, *positions, "positions");
+    }
+    const auto out = Rows2d<void*>(op, qkv, "qkv");
+    const auto qw = View<const void*>(op, q_weight, "q_weight");
+    const auto kw = View<const void*>(op, k_weight, "k_weight");
+    const auto o = Options(eps, rounding, weight_offset);
+    if (written_in_place) MarkWritten(qkv);
+    glmnorm::QkNorm(glmnorm::AsConst(out), out, heads, qw, kw, o, rope);
   } catch (const glmnorm::Error& e) {
-    Rethrow(e);
+    Rethrow(op, e);
   }
 }
 
@@ -204,8 +270,8 @@ void QkNormInPlace(const at::Tensor& qkv, const at::Tensor& q_weight, const at::
                    double weight_offset, int64_t rotary_dim,
                    const std::optional<at::Tensor>& cos, const std::optional<at::Tensor>& sin,
                    const std::optional<at::Tensor>& positions) {
-  QkCall(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
-         rounding, weight_offset, rotary_dim, cos, sin, positions);
+  QkCall("qk_norm_", qkv, true, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads,
+         head_dim, eps, rounding, weight_offset, rotary_dim, cos, sin, positions);
 }
 
 at::Tensor QkNorm(const at::Tensor& qkv, const at::Tensor& q_weight, const at::Tensor& k_weight,
@@ -214,38 +280,36 @@ at::Tensor QkNorm(const at::Tensor& qkv, const at::Tensor& q_weight, const at::T
                   int64_t rotary_dim, const std::optional<at::Tensor>& cos,
                   const std::optional<at::Tensor>& sin,
                   const std::optional<at::Tensor>& positions) {
-  at::Tensor out = at::empty(qkv.sizes(), qkv.options());
-  out.copy_(qkv);
-  QkCall(out, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
-         rounding, weight_offset, rotary_dim, cos, sin, positions);
+  at::Tensor out = NewOutput(qkv.sizes(), qkv.options());
+  out.copy_(qkv);  // v is carried over; q and k are normalised in place below
+  QkCall("qk_norm", out, false, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads,
+         head_dim, eps, rounding, weight_offset, rotary_dim, cos, sin, positions);
   return out;
 }
 
-glmnorm::DType QuantDtype(at::ScalarType dtype) {
-  TORCH_CHECK_TYPE(dtype == at::kChar || dtype == at::kFloat8_e4m3fn,
-                   "dtype must be torch.int8 or torch.float8_e4m3fn, got ", dtype);
-  return dtype == at::kChar ? glmnorm::DType::kI8 : glmnorm::DType::kF8E4M3;
-}
-
-std::tuple<at::Tensor, at::Tensor> QuantBuffers(const at::Tensor& like, at::ScalarType dtype,
+// (q, scales) of the quant ops: q [..., D] of `dtype`; scales float32, [rows]
+// per token (dynamic) or [1] holding the static scale.
+std::tuple<at::Tensor, at::Tensor> QuantBuffers(const char* op, const at::Tensor& like,
+                                                at::ScalarType dtype,
                                                 std::optional<double> scale) {
-  QuantDtype(dtype);
-  int64_t rows = 1;
-  for (int64_t i = 0; i + 1 < like.dim(); ++i) rows *= like.size(i);
-  at::Tensor q = at::empty(like.sizes(), like.options().dtype(dtype));
-  at::Tensor scales =
-      at::empty({scale.has_value() ? int64_t{1} : rows}, like.options().dtype(at::kFloat));
+  TORCH_CHECK_TYPE(dtype == at::kChar || dtype == at::kFloat8_e4m3fn, "glmnorm.", op,
+                   ": dtype must be torch.int8 or torch.float8_e4m3fn, got ", dtype);
+  const int64_t rows = like.dim() == 0 ? 1 : like.numel() / std::max<int64_t>(like.size(-1), 1);
+  at::Tensor q = NewOutput(like.sizes(), like.options().dtype(dtype));
+  at::Tensor scales = at::empty({scale.has_value() ? int64_t{1} : rows},
+                                like.options().dtype(at::kFloat));
   return {q, scales};
 }
 
-glmnorm::QuantOptions Quant(std::optional<double> scale, const at::Tensor& scales) {
+glmnorm::QuantOptions Quant(const char* op, std::optional<double> scale,
+                            const at::Tensor& scales) {
   glmnorm::QuantOptions q;
   if (scale.has_value()) {
     q.scaling = glmnorm::QuantScaling::kStatic;
     q.scale = static_cast<float>(*scale);
   } else {
     q.scaling = glmnorm::QuantScaling::kDynamicPerToken;
-    q.scales = View<void*>(scales, "scales");
+    q.scales = View<void*>(op, scales, "scales");
   }
   return q;
 }
@@ -255,13 +319,15 @@ std::tuple<at::Tensor, at::Tensor> RmsNormQuant(const at::Tensor& x, const at::T
                                                 std::optional<double> scale, double eps,
                                                 c10::string_view rounding,
                                                 double weight_offset) {
-  auto [q, scales] = QuantBuffers(x, dtype, scale);
+  constexpr const char* kOp = "rms_norm_quant";
+  auto [q, scales] = QuantBuffers(kOp, x, dtype, scale);
   try {
-    glmnorm::RmsNormQuant(View<const void*>(x, "x"), View<const void*>(weight, "weight"),
-                          View<void*>(q, "out"), Quant(scale, scales),
-                          Options(eps, rounding, weight_offset));
+    const auto o = Options(eps, rounding, weight_offset);
+    const auto xv = View<const void*>(kOp, x, "x");
+    const auto wv = View<const void*>(kOp, weight, "weight");
+    glmnorm::RmsNormQuant(xv, wv, View<void*>(kOp, q, "out"), Quant(kOp, scale, scales), o);
   } catch (const glmnorm::Error& e) {
-    Rethrow(e);
+    Rethrow(kOp, e);
   }
   if (scale.has_value()) scales.fill_(*scale);
   return {q, scales};
@@ -271,15 +337,19 @@ std::tuple<at::Tensor, at::Tensor> AddRmsNormQuant(
     const at::Tensor& residual, const at::Tensor& delta, const at::Tensor& weight,
     at::ScalarType dtype, std::optional<double> scale, double eps, c10::string_view rounding,
     double weight_offset, bool normalize_rounded_sum) {
-  auto [q, scales] = QuantBuffers(residual, dtype, scale);
+  constexpr const char* kOp = "add_rms_norm_quant";
+  auto [q, scales] = QuantBuffers(kOp, residual, dtype, scale);
   try {
-    glmnorm::AddRmsNormQuant(View<void*>(residual, "residual"),
-                             View<const void*>(delta, "delta"),
-                             View<const void*>(weight, "weight"), View<void*>(q, "out"),
-                             Quant(scale, scales),
-                             AddOptions(eps, rounding, weight_offset, normalize_rounded_sum));
+    const auto o = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
+    const auto rv = View<void*>(kOp, residual, "residual");
+    const auto dv = View<const void*>(kOp, delta, "delta");
+    const auto wv = View<const void*>(kOp, weight, "weight");
+    const auto qv = View<void*>(kOp, q, "out");
+    const auto quant = Quant(kOp, scale, scales);
+    MarkWritten(residual);
+    glmnorm::AddRmsNormQuant(rv, dv, wv, qv, quant, o);
   } catch (const glmnorm::Error& e) {
-    Rethrow(e);
+    Rethrow(kOp, e);
   }
   if (scale.has_value()) scales.fill_(*scale);
   return {q, scales};
@@ -288,37 +358,26 @@ std::tuple<at::Tensor, at::Tensor> AddRmsNormQuant(
 // --- backward kernels ---------------------------------------------------------
 
 // (dx, dweight) of rms_norm: dx in x's dtype, dweight in weight's dtype. The
-// workspace is the library's per-thread arena (no allocation per call once it
-// has grown to the largest call on the thread).
+// mixed-dtype rounding of dh = dy * gamma (torch autograd's) is the kernel's
+// (RmsNormBackward). Workspace: the library's per-thread arena.
 std::tuple<at::Tensor, at::Tensor> RmsNormBackward(const at::Tensor& x, const at::Tensor& weight,
                                                    const at::Tensor& dy, double eps,
                                                    c10::string_view rounding,
                                                    double weight_offset) {
-  at::Tensor dx = at::empty(x.sizes(), x.options());
-  at::Tensor dweight = at::empty(weight.sizes(), weight.options());
+  constexpr const char* kOp = "rms_norm_backward";
   try {
-    glmnorm::RmsNormBackward(View<const void*>(x, "x"), View<const void*>(weight, "weight"),
-                             View<const void*>(dy, "dy"), View<void*>(dx, "dx"),
-                             View<void*>(dweight, "dweight"),
-                             Options(eps, rounding, weight_offset));
-    if (rounding == "cast-then-scale" && weight.scalar_type() != x.scalar_type()) {
-      // Mixed dtypes (float32 weight, 16-bit x; y float32): torch autograd
-      // rounds the gradient of the normalised value h = T(x * r) to x's dtype T
-      // (the engine casts a gradient to its input's dtype), where the kernel
-      // keeps dh = dy * g in float32 (dy's dtype). dweight above is torch's;
-      // dx is recomputed with dh = T(dy * g) and a unit gamma of dtype T.
-      at::Tensor dh = dy.to(at::kFloat).mul(weight.to(at::kFloat).add(weight_offset))
-                          .to(x.scalar_type());
-      at::Tensor ones = at::ones(weight.sizes(), x.options());
-      at::Tensor unused = at::empty(weight.sizes(), x.options());
-      glmnorm::RmsNormBackward(View<const void*>(x, "x"), View<const void*>(ones, "weight"),
-                               View<const void*>(dh, "dy"), View<void*>(dx, "dx"),
-                               View<void*>(unused, "dweight"), Options(eps, rounding, 0.0));
-    }
+    const auto o = Options(eps, rounding, weight_offset);
+    const auto xv = View<const void*>(kOp, x, "x");
+    const auto wv = View<const void*>(kOp, weight, "weight");
+    const auto dyv = View<const void*>(kOp, dy, "dy");
+    at::Tensor dx = NewOutput(x.sizes(), x.options());
+    at::Tensor dweight = at::empty(weight.sizes(), weight.options());
+    glmnorm::RmsNormBackward(xv, wv, dyv, View<void*>(kOp, dx, "dx"),
+                             View<void*>(kOp, dweight, "dweight"), o);
+    return {dx, dweight};
   } catch (const glmnorm::Error& e) {
-    Rethrow(e);
+    Rethrow(kOp, e);
   }
-  return {dx, dweight};
 }
 
 // (dqkv_in, dq_weight, dk_weight) of the functional qk_norm without RoPE:
@@ -328,25 +387,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> QkNormBackward(
     const at::Tensor& qkv, const at::Tensor& q_weight, const at::Tensor& k_weight,
     const at::Tensor& dqkv, int64_t num_q_heads, int64_t num_k_heads, int64_t num_v_heads,
     int64_t head_dim, double eps, c10::string_view rounding, double weight_offset) {
-  at::Tensor din = at::empty(qkv.sizes(), qkv.options());
-  din.copy_(dqkv);
-  at::Tensor dq = at::empty(q_weight.sizes(), q_weight.options());
-  at::Tensor dk = at::empty(k_weight.sizes(), k_weight.options());
-  glmnorm::QkHeads heads;
-  heads.num_q_heads = static_cast<int>(num_q_heads);
-  heads.num_k_heads = static_cast<int>(num_k_heads);
-  heads.num_v_heads = static_cast<int>(num_v_heads);
-  heads.head_dim = static_cast<int>(head_dim);
+  constexpr const char* kOp = "qk_norm_backward";
   try {
-    auto d = Rows2d<void*>(din, "dqkv");
-    glmnorm::QkNormBackward(Rows2d<const void*>(qkv, "qkv"), glmnorm::AsConst(d), d, heads,
-                            View<const void*>(q_weight, "q_weight"),
-                            View<const void*>(k_weight, "k_weight"), View<void*>(dq, "dq_weight"),
-                            View<void*>(dk, "dk_weight"), Options(eps, rounding, weight_offset));
+    const glmnorm::QkHeads heads = Heads(kOp, num_q_heads, num_k_heads, num_v_heads, head_dim);
+    const auto o = Options(eps, rounding, weight_offset);
+    at::Tensor din = NewOutput(qkv.sizes(), qkv.options());
+    din.copy_(dqkv);
+    at::Tensor dq = at::empty(q_weight.sizes(), q_weight.options());
+    at::Tensor dk = at::empty(k_weight.sizes(), k_weight.options());
+    const auto qv = Rows2d<const void*>(kOp, qkv, "qkv");
+    const auto d = Rows2d<void*>(kOp, din, "dqkv");
+    glmnorm::QkNormBackward(qv, glmnorm::AsConst(d), d, heads,
+                            View<const void*>(kOp, q_weight, "q_weight"),
+                            View<const void*>(kOp, k_weight, "k_weight"),
+                            View<void*>(kOp, dq, "dq_weight"), View<void*>(kOp, dk, "dk_weight"),
+                            o);
+    return {din, dq, dk};
   } catch (const glmnorm::Error& e) {
-    Rethrow(e);
+    Rethrow(kOp, e);
   }
-  return {din, dq, dk};
 }
 
 // --- autograd ---------------------------------------------------------------------
@@ -509,23 +568,6 @@ void RefuseGrad(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
 
 }  // namespace
 }  // namespace glmnorm_torch
-
-// This library links its own copy of the glmnorm kernels and so has its own
-// thread pool: glmnorm.set_num_threads sets both (through ctypes, from
-// glmnorm/torch.py), so the pool size is one setting for the user.
-extern "C" {
-__attribute__((visibility("default"))) int GlmnormTorchSetNumThreads(int n) {
-  try {
-    glmnorm::SetNumThreads(n);
-    return 0;
-  } catch (const glmnorm::Error&) {
-    return 1;
-  }
-}
-__attribute__((visibility("default"))) int GlmnormTorchNumThreads() {
-  return glmnorm::NumThreads();
-}
-}  // extern "C"
 
 TORCH_LIBRARY_IMPL(glmnorm, CPU, m) {
   m.impl("rms_norm", &glmnorm_torch::RmsNorm);

@@ -264,20 +264,6 @@ def test_patched_model_compiles_fullgraph(tiny_bf16):
     torch.testing.assert_close(compiled.float(), eager.float(), rtol=0.1, atol=0.1)
 
 
-def test_set_num_threads_applies_to_the_torch_ops():
-    if gt.BACKEND != "cpp":
-        pytest.skip("the Python kernels share the extension's pool")
-    old = glmnorm.num_threads()
-    try:
-        glmnorm.set_num_threads(1)
-        assert gt._cpp_num_threads() == 1
-        glmnorm.set_num_threads(3)
-        assert gt._cpp_num_threads() == 3
-    finally:
-        glmnorm.set_num_threads(old)
-    assert gt._cpp_num_threads() == old == glmnorm.num_threads()
-
-
 def test_torch_ops_from_several_threads(gen):
     """4 Python threads calling the torch op at once give the serial results."""
     import threading

@@ -8,11 +8,16 @@
 
 #include "core/format_number.h"
 #include "glmnorm/error.h"
+#include "glmnorm/rules.h"
 
 namespace glmnorm::validate {
 
 void Fail(const char* fn, const std::string& what) {
   throw Error(std::string(fn) + ": " + what);
+}
+
+void FailDType(const char* fn, const std::string& what) {
+  throw DTypeError(std::string(fn) + ": " + what);
 }
 
 std::string ShapeString(const int64_t* shape, int rank) {
@@ -105,7 +110,7 @@ void Activation(const char* fn, const char* name, const BasicTensorView<Ptr>& v)
                  std::to_string(v.stride[v.rank - 1]));
   }
   if (!IsFloatActivation(v.dtype)) {
-    Fail(fn, n + ".dtype must be f32, bf16 or f16, got " + std::string(Name(v.dtype)));
+    FailDType(fn, n + ".dtype must be f32, bf16 or f16, got " + std::string(Name(v.dtype)));
   }
   if (reinterpret_cast<uintptr_t>(v.data) % SizeOf(v.dtype) != 0) {
     Fail(fn, n + ".data must be aligned to " + std::to_string(SizeOf(v.dtype)) + " bytes for " +
@@ -126,7 +131,7 @@ void Gamma(const char* fn, const char* name, const ConstTensorView& g, int64_t w
     Fail(fn, n + ".stride[0] must be 1 (contiguous), got " + std::to_string(g.stride[0]));
   }
   if (!IsFloatActivation(g.dtype)) {
-    Fail(fn, n + ".dtype must be f32, bf16 or f16, got " + std::string(Name(g.dtype)));
+    FailDType(fn, n + ".dtype must be f32, bf16 or f16, got " + std::string(Name(g.dtype)));
   }
   if (g.data == nullptr && width > 0) {
     Fail(fn, n + ".data is null but width is " + std::to_string(width));
@@ -170,11 +175,11 @@ void Options(const char* fn, const NormOptions& o) {
 void OutputDType(const char* fn, const char* y_name, DType y, DType w, DType t,
                  Rounding rounding) {
   if (rounding == Rounding::kSingle && y != t && y != DType::kF32) {
-    Fail(fn, std::string(y_name) + ".dtype must be the input dtype " + std::string(Name(t)) +
+    FailDType(fn, std::string(y_name) + ".dtype must be the input dtype " + std::string(Name(t)) +
                  " or f32 in single-rounding mode, got " + std::string(Name(y)));
   }
   if (rounding == Rounding::kCastThenScale && y != Promote(w, t)) {
-    Fail(fn, std::string(y_name) + ".dtype must be " + std::string(Name(Promote(w, t))) +
+    FailDType(fn, std::string(y_name) + ".dtype must be " + std::string(Name(Promote(w, t))) +
                  " in cast-then-scale mode (PyTorch's promotion of gamma " +
                  std::string(Name(w)) + " with input " + std::string(Name(t)) + "), got " +
                  std::string(Name(y)));
@@ -256,7 +261,7 @@ void Rstd(const char* fn, const TensorView& rstd, int64_t rows) {
                  ShapeString(rstd.shape, rstd.rank));
   }
   if (rstd.dtype != DType::kF32) {
-    Fail(fn, "rstd.dtype must be f32, got " + std::string(Name(rstd.dtype)));
+    FailDType(fn, "rstd.dtype must be f32, got " + std::string(Name(rstd.dtype)));
   }
   if (rows > 1 && rstd.stride[0] == 0) {
     Fail(fn, "rstd.stride[0] must be >= 1 for " + std::to_string(rows) + " rows, got 0");
@@ -264,3 +269,17 @@ void Rstd(const char* fn, const TensorView& rstd, int64_t rows) {
 }
 
 }  // namespace glmnorm::validate
+
+namespace glmnorm {
+
+std::string_view RoundingName(Rounding rounding) {
+  return rounding == Rounding::kSingle ? "single" : "cast-then-scale";
+}
+
+Rounding RoundingFromName(std::string_view name) {
+  if (name == "cast-then-scale") return Rounding::kCastThenScale;
+  if (name == "single") return Rounding::kSingle;
+  throw Error("rounding must be 'cast-then-scale' or 'single', got '" + std::string(name) + "'");
+}
+
+}  // namespace glmnorm

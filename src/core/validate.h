@@ -12,6 +12,8 @@
 namespace glmnorm::validate {
 
 [[noreturn]] void Fail(const char* fn, const std::string& what);
+// The same for a dtype that is not accepted (throws glmnorm::DTypeError).
+[[noreturn]] void FailDType(const char* fn, const std::string& what);
 
 // Any view: rank 1..4, non-negative shape and strides, element count and byte extent
 // that fit in 64 bits (at most kMaxElements elements), non-null data unless

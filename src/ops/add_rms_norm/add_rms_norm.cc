@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "core/validate.h"
+#include "glmnorm/rules.h"
 #include "ops/add_rms_norm/add_rms_norm_job.h"
 
 namespace glmnorm {
@@ -22,12 +23,12 @@ void ValidateAddInputs(const char* fn, const TensorView& residual, const ConstTe
   if (delta.dtype != residual.dtype &&
       !(residual.dtype == DType::kF32 &&
         (delta.dtype == DType::kBF16 || delta.dtype == DType::kF16))) {
-    validate::Fail(fn, "delta.dtype must be " + std::string(Name(residual.dtype)) +
+    validate::FailDType(fn, "delta.dtype must be " + std::string(Name(residual.dtype)) +
                            " (residual's dtype), or bf16/f16 with an f32 residual, got " +
                            std::string(Name(delta.dtype)));
   }
   if (gamma.dtype != DType::kF32 && gamma.dtype != delta.dtype) {
-    validate::Fail(fn, "gamma.dtype must be f32 or delta's dtype " + std::string(Name(delta.dtype)) +
+    validate::FailDType(fn, "gamma.dtype must be f32 or delta's dtype " + std::string(Name(delta.dtype)) +
                            ", got " + std::string(Name(gamma.dtype)));
   }
   validate::Output(fn, "residual", residual);  // written too
@@ -102,6 +103,10 @@ void AddRmsNormWithRstd(const TensorView& residual, const ConstTensorView& delta
                         const TensorView& rstd, const AddNormOptions& options,
                         const Execution& execution) {
   AddRmsNormImpl("AddRmsNormWithRstd", residual, delta, gamma, y, &rstd, options, execution);
+}
+
+DType AddRmsNormOutputDType(DType residual, DType delta, DType gamma, Rounding rounding) {
+  return rounding == Rounding::kSingle ? delta : Promote(gamma, residual);
 }
 
 }  // namespace glmnorm

@@ -37,7 +37,7 @@ void ValidateQkv(const char* name, const BasicTensorView<Ptr>& v, int64_t width,
 void ValidateTable(const char* name, const ConstTensorView& t, int64_t half) {
   const std::string n = std::string("rope.") + name;
   if (t.dtype != DType::kF32) {
-    validate::Fail(kFn, n + ".dtype must be f32, got " + std::string(Name(t.dtype)));
+    validate::FailDType(kFn, n + ".dtype must be f32, got " + std::string(Name(t.dtype)));
   }
   if (t.rank != 2 || t.shape[1] != half) {
     validate::Fail(kFn, n + " must be 2-D [positions, rotary_dim/2 = " + Str(half) + "], got " +
@@ -83,12 +83,12 @@ void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHe
   validate::Gamma(kFn, "q_gamma", q_gamma, heads.head_dim);
   validate::Gamma(kFn, "k_gamma", k_gamma, heads.head_dim);
   if (k_gamma.dtype != q_gamma.dtype) {
-    validate::Fail(kFn, "k_gamma.dtype must equal q_gamma.dtype " +
+    validate::FailDType(kFn, "k_gamma.dtype must equal q_gamma.dtype " +
                             std::string(Name(q_gamma.dtype)) + ", got " +
                             std::string(Name(k_gamma.dtype)));
   }
   if (q_gamma.dtype != DType::kF32 && q_gamma.dtype != qkv_in.dtype) {
-    validate::Fail(kFn, "q_gamma.dtype must be f32 or qkv_in's dtype " +
+    validate::FailDType(kFn, "q_gamma.dtype must be f32 or qkv_in's dtype " +
                             std::string(Name(qkv_in.dtype)) + ", got " +
                             std::string(Name(q_gamma.dtype)));
   }

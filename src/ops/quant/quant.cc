@@ -21,7 +21,7 @@ template <typename Ptr>
 void ValidateQ(const char* fn, const char* like_name, const BasicTensorView<Ptr>& like,
                const TensorView& q) {
   if (q.dtype != DType::kI8 && q.dtype != DType::kF8E4M3) {
-    validate::Fail(fn, "q.dtype must be i8 or f8e4m3, got " + std::string(Name(q.dtype)));
+    validate::FailDType(fn, "q.dtype must be i8 or f8e4m3, got " + std::string(Name(q.dtype)));
   }
   validate::SameShape(fn, like_name, like, "q", q);
   if (q.stride[q.rank - 1] != 1) {
@@ -54,7 +54,7 @@ void ValidateQuantOptions(const char* fn, const QuantOptions& o, const char* act
                              std::to_string(rows) + " floats)");
     }
     if (s.dtype != DType::kF32) {
-      validate::Fail(fn, "scales.dtype must be f32, got " + std::string(Name(s.dtype)));
+      validate::FailDType(fn, "scales.dtype must be f32, got " + std::string(Name(s.dtype)));
     }
     if (!((s.rank == 1 || (s.rank == 2 && s.shape[1] == 1)) && s.shape[0] == rows)) {
       validate::Fail(fn, "scales must be [rows] or [rows, 1] with rows = " +
@@ -80,7 +80,7 @@ void ValidateQuantOptions(const char* fn, const QuantOptions& o, const char* act
 void ValidateQuantGamma(const char* fn, const ConstTensorView& gamma, DType act,
                         const char* act_name) {
   if (gamma.dtype != DType::kF32 && gamma.dtype != act) {
-    validate::Fail(fn, "gamma.dtype must be f32 or " + std::string(act_name) + "'s dtype " +
+    validate::FailDType(fn, "gamma.dtype must be f32 or " + std::string(act_name) + "'s dtype " +
                            std::string(Name(act)) + " for a quantised output, got " +
                            std::string(Name(gamma.dtype)));
   }

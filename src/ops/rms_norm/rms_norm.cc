@@ -4,6 +4,7 @@
 
 #include "backend/backend.h"
 #include "core/validate.h"
+#include "glmnorm/rules.h"
 #include "ops/rms_norm/rms_norm_job.h"
 
 namespace glmnorm {
@@ -64,6 +65,10 @@ void RmsNormWithRstd(const ConstTensorView& x, const ConstTensorView& gamma,
   validate::NoPartialOverlap("RmsNormWithRstd", "gamma", gamma, "rstd", rstd, false);
   validate::NoPartialOverlap("RmsNormWithRstd", "y", y, "rstd", rstd, false);
   RunRmsNorm(x, gamma, y, &rstd, options, execution);
+}
+
+DType RmsNormOutputDType(DType x, DType gamma, Rounding rounding) {
+  return rounding == Rounding::kSingle ? x : Promote(gamma, x);
 }
 
 }  // namespace glmnorm

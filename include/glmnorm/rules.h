@@ -1,0 +1,39 @@
+// Rules the library owns and its bindings ask for instead of restating them:
+// the dtype of a new output, the names of the rounding modes, the kind of an
+// error. (python/src/*.cc use these; so can any other binding.)
+#ifndef GLMNORM_RULES_H_
+#define GLMNORM_RULES_H_
+
+#include <string_view>
+
+#include "glmnorm/base.h"
+#include "glmnorm/dtype.h"
+#include "glmnorm/error.h"
+
+namespace glmnorm {
+
+// The Error thrown when a dtype, or a combination of dtypes, is not accepted
+// (every other invalid argument throws a plain Error): bindings map it to
+// their language's type error (Python: TypeError, else ValueError).
+class DTypeError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The option names of the bindings: "cast-then-scale", "single".
+// RoundingFromName throws Error naming `rounding` for any other string.
+std::string_view RoundingName(Rounding rounding);
+Rounding RoundingFromName(std::string_view name);
+
+// The dtype of y that RmsNorm (and the norm of RmsNormQuant) requires of a
+// new output: Promote(gamma, x) with kCastThenScale (PyTorch's promotion in
+// Glm4MoeRMSNorm), x's dtype with kSingle.
+DType RmsNormOutputDType(DType x, DType gamma, Rounding rounding);
+
+// The dtype of a new y of AddRmsNorm: Promote(gamma, residual) with
+// kCastThenScale, delta's dtype with kSingle.
+DType AddRmsNormOutputDType(DType residual, DType delta, DType gamma, Rounding rounding);
+
+}  // namespace glmnorm
+
+#endif  // GLMNORM_RULES_H_

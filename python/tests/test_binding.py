@@ -1,0 +1,237 @@
+"""The binding layer's contract (issue 15, item 3): version counters, int ranges, inference
+tensors, error messages and kinds, one native library, the import check of the torch ops."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import glmnorm
+import glmnorm.torch as gt
+
+OPS = torch.ops.glmnorm
+PKG = os.path.dirname(os.path.abspath(glmnorm.__file__))
+
+
+# --- version counter -------------------------------------------------------------------
+
+def test_issue_example_backward_through_an_updated_tensor_raises():
+    """The issue's example: add_rms_norm updates x after rms_norm saved it for backward."""
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    w = torch.ones(4, requires_grad=True)
+    y = OPS.rms_norm(x, w)
+    OPS.add_rms_norm(x, torch.tensor([[4.0, 2.0, 0.0, -2.0]]), torch.ones(4))
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def _saved(x):
+    w = torch.ones(x.shape[-1], requires_grad=True)
+    return OPS.rms_norm(x, w)
+
+
+@pytest.mark.parametrize("writer", ["add_rms_norm", "add_rms_norm_quant", "qk_norm_",
+                                    "pkg.add_rms_norm", "pkg.add_rms_norm_quant",
+                                    "pkg.rms_norm_out", "pkg.qk_norm_in_place"])
+def test_every_writer_bumps_the_version(writer):
+    x = torch.randn(2, 64)
+    before = x._version
+    y = _saved(x)
+    one = torch.ones(64)
+    if writer == "add_rms_norm":
+        OPS.add_rms_norm(x, one.expand(2, 64), one)
+    elif writer == "add_rms_norm_quant":
+        OPS.add_rms_norm_quant(x, one.expand(2, 64), one, torch.int8)
+    elif writer == "qk_norm_":
+        OPS.qk_norm_(x, torch.ones(16), torch.ones(16), 2, 1, 1, 16)
+    elif writer == "pkg.add_rms_norm":
+        glmnorm.add_rms_norm(x, one.expand(2, 64), one)
+    elif writer == "pkg.add_rms_norm_quant":
+        glmnorm.add_rms_norm_quant(x, one.expand(2, 64), one, dtype="int8")
+    elif writer == "pkg.rms_norm_out":
+        glmnorm.rms_norm(torch.ones(2, 64), one, out=x)
+    else:
+        glmnorm.qk_norm(x, torch.ones(16), torch.ones(16), num_q_heads=2, num_k_heads=1,
+                        num_v_heads=1, head_dim=16, out=x)
+    assert x._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+# --- inference tensors -------------------------------------------------------------------
+
+def test_inference_tensors_are_not_written_outside_inference_mode():
+    with torch.inference_mode():
+        r = torch.randn(2, 64)
+        q = torch.randn(2, 64)
+    before = r.clone()
+    one = torch.ones(64)
+    with pytest.raises(RuntimeError, match="[Ii]nference"):
+        OPS.add_rms_norm(r, one.expand(2, 64), one)
+    with pytest.raises(RuntimeError, match="[Ii]nference"):
+        OPS.qk_norm_(q, torch.ones(16), torch.ones(16), 2, 1, 1, 16)
+    with pytest.raises(RuntimeError, match="[Ii]nference"):
+        glmnorm.add_rms_norm(r, one.expand(2, 64), one)
+    assert torch.equal(r, before)
+    with torch.inference_mode():  # inside inference mode they are writable, as in PyTorch
+        OPS.add_rms_norm(r, one.expand(2, 64), one)
+        glmnorm.add_rms_norm(r, one.expand(2, 64), one)
+    assert not torch.equal(r, before)
+
+
+# --- integer arguments -------------------------------------------------------------------
+
+_QK = dict(num_q_heads=2, num_k_heads=1, num_v_heads=1, head_dim=16)
+
+
+@pytest.mark.parametrize("arg", ["num_q_heads", "num_k_heads", "num_v_heads", "head_dim",
+                                 "rotary_dim"])
+def test_ints_out_of_range_are_refused_not_narrowed(arg):
+    qkv = torch.randn(2, 64)
+    cos = sin = torch.ones(4, 4)
+    kw = dict(_QK, rotary_dim=8)
+    kw[arg] = 2**32 + kw[arg]  # narrowed to 32 bits it would be the valid value
+    args = [kw[k] for k in ("num_q_heads", "num_k_heads", "num_v_heads", "head_dim")]
+    with pytest.raises(ValueError, match=f"glmnorm.qk_norm: {arg} must fit in 32 bits"):
+        OPS.qk_norm(qkv, torch.ones(16), torch.ones(16), *args, 1e-5, "cast-then-scale", 0.0,
+                    kw["rotary_dim"], cos, sin)
+    with pytest.raises(ValueError, match=f"glmnorm.qk_norm: {arg} must fit in 32 bits"):
+        glmnorm.qk_norm(qkv, torch.ones(16), torch.ones(16), cos=cos, sin=sin, **kw)
+    if arg != "rotary_dim":
+        with pytest.raises(ValueError, match=f"qk_norm_backward: {arg} must fit in 32 bits"):
+            OPS.qk_norm_backward(qkv, torch.ones(16), torch.ones(16), qkv, *args)
+    with pytest.raises(ValueError, match="must fit in 32 bits"):
+        glmnorm.set_num_threads(2**32 + 2)
+
+
+# --- messages ----------------------------------------------------------------------------
+
+def test_wrong_python_types_name_the_function_and_argument():
+    x, w = torch.randn(2, 64), torch.ones(64)
+    with pytest.raises(TypeError, match=r"glmnorm.rms_norm: eps must be a float, got str"):
+        glmnorm.rms_norm(x, w, eps="1e-5")
+    with pytest.raises(TypeError, match=r"glmnorm.rms_norm: rounding must be a str"):
+        glmnorm.rms_norm(x, w, rounding=1)
+    with pytest.raises(TypeError, match=r"glmnorm.add_rms_norm: normalize_rounded_sum must be "
+                                        r"a bool"):
+        glmnorm.add_rms_norm(x.clone(), x, w, normalize_rounded_sum="yes")
+    with pytest.raises(TypeError, match=r"glmnorm.qk_norm: num_q_heads must be an int, got "
+                                        r"float"):
+        glmnorm.qk_norm(x, w[:16], w[:16], **dict(_QK, num_q_heads=2.0))
+    # torch ops: the dispatcher's own check names the op and the argument
+    with pytest.raises((TypeError, RuntimeError), match=r"rms_norm.*eps"):
+        OPS.rms_norm(x, w, "1e-5")
+    with pytest.raises((TypeError, RuntimeError), match=r"qk_norm.*num_q_heads"):
+        OPS.qk_norm(x, w[:16], w[:16], 96.0, 1, 1, 16)
+    for msg in _messages(lambda: glmnorm.rms_norm(x, w, eps="1e-5")):
+        assert "incompatible function arguments" not in msg  # no nanobind signature dump
+
+
+def _messages(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - collecting the message
+        return [str(e)]
+    return []
+
+
+def test_rank5_input_is_reported_under_its_own_name():
+    x5 = torch.randn(1, 1, 1, 2, 64)
+    with pytest.raises(ValueError, match=r"glmnorm.rms_norm: x: rank must be 1..4, got 5"):
+        OPS.rms_norm(x5, torch.ones(64))
+    with pytest.raises(ValueError, match=r"x: rank must be at most 4"):
+        glmnorm.rms_norm(x5, torch.ones(64))
+
+
+def test_error_kind_comes_from_the_library_not_the_text():
+    x, w = torch.randn(2, 64, dtype=torch.bfloat16), torch.ones(64, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="glmnorm.rms_norm: RmsNorm: y.dtype must be bf16"):
+        glmnorm.rms_norm(x, w, out=torch.empty(2, 64))
+    with pytest.raises(TypeError, match="glmnorm.add_rms_norm: AddRmsNorm: delta.dtype"):
+        OPS.add_rms_norm(x.clone(), torch.randn(2, 64, dtype=torch.float16), w)
+    with pytest.raises(ValueError, match="glmnorm.rms_norm: RmsNorm: gamma length"):
+        OPS.rms_norm(x, w[:32])
+    with pytest.raises(ValueError, match="rounding must be 'cast-then-scale' or 'single'"):
+        OPS.rms_norm(x, w, 1e-5, "twice")
+    with pytest.raises(ValueError, match="eps must be finite"):
+        OPS.rms_norm(x, w, -1.0)
+
+
+def test_output_dtype_is_the_librarys_rule():
+    bf, f32 = torch.bfloat16, torch.float32
+    for xd, wd, rounding, want in [(bf, bf, "cast-then-scale", bf),
+                                   (bf, f32, "cast-then-scale", f32),
+                                   (bf, f32, "single", bf), (f32, f32, "single", f32)]:
+        x, w = torch.randn(2, 64, dtype=xd), torch.ones(64, dtype=wd)
+        assert OPS.rms_norm(x, w, 1e-5, rounding).dtype == want
+        assert glmnorm.rms_norm(x, w, rounding=rounding).dtype == want
+        with torch._subclasses.FakeTensorMode():
+            fx, fw = torch.empty(2, 64, dtype=xd), torch.empty(64, dtype=wd)
+            assert OPS.rms_norm(fx, fw, 1e-5, rounding).dtype == want
+
+
+# --- one native library ------------------------------------------------------------------
+
+def _needed(path):
+    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True)
+    return [line.split("[")[1].split("]")[0] for line in out.stdout.splitlines()
+            if "(NEEDED)" in line]
+
+
+def test_one_native_library_holds_the_kernels():
+    """The nanobind module and libglmnorm_torch both link libglmnorm.so (found through
+    $ORIGIN), neither holds a copy of the kernels: one thread pool per process."""
+    if shutil.which("readelf") is None:
+        pytest.skip("readelf (binutils) not installed")
+    ext = glmnorm._ext.__file__
+    torch_lib = os.path.join(PKG, "libglmnorm_torch.so")
+    for lib in (ext, torch_lib):
+        assert "libglmnorm.so" in _needed(lib), lib
+        syms = subprocess.run(["nm", "-D", "--defined-only", "-C", lib], capture_output=True,
+                              text=True, check=True).stdout
+        assert "glmnorm::SetNumThreads" not in syms, f"{lib} holds its own copy of the pool"
+    maps = open("/proc/self/maps").read()
+    assert len({line.split()[-1] for line in maps.splitlines()
+                if line.endswith("/libglmnorm.so")}) == 1
+
+
+def test_set_num_threads_is_one_setting():
+    old = glmnorm.num_threads()
+    try:
+        glmnorm.set_num_threads(1)
+        assert glmnorm.num_threads() == 1
+        x = torch.randn(256, 4096)  # above the 512 KiB threshold of the pool
+        assert torch.equal(OPS.rms_norm(x, torch.ones(4096)),
+                           glmnorm.rms_norm(x, torch.ones(4096)))
+    finally:
+        glmnorm.set_num_threads(old)
+
+
+# --- the import check of the torch ops ---------------------------------------------------
+
+def _import_in_copy(tmp_path, edit):
+    pkg = tmp_path / "glmnorm"
+    shutil.copytree(PKG, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    edit(pkg)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    return subprocess.run([sys.executable, "-c", "import glmnorm.torch"], capture_output=True,
+                          text=True, env=env, cwd=str(tmp_path))
+
+
+def test_torch_version_mismatch_is_an_import_error(tmp_path):
+    r = _import_in_copy(tmp_path, lambda p: (p / "libglmnorm_torch.torch_version").write_text(
+        "1.0.0\n"))
+    assert r.returncode != 0
+    assert "ImportError" in r.stderr and "built for torch 1.0.0" in r.stderr
+    assert "pip install --force-reinstall --no-deps ." in r.stderr
+
+
+def test_missing_torch_ops_are_an_import_error_not_a_fallback(tmp_path):
+    r = _import_in_copy(tmp_path, lambda p: (p / "libglmnorm_torch.so").unlink())
+    assert r.returncode != 0
+    assert "ImportError" in r.stderr and "built without torch" in r.stderr
+    assert not hasattr(gt, "BACKEND")
