@@ -378,8 +378,9 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
 
 def set_num_threads(n):
     """Threads (caller included) of glmnorm's own pool; n >= 1 (ValueError otherwise).
-    Default: the hardware concurrency. Inputs under 512 KiB always run on the calling
-    thread. The torch ops use the same pool (one native library, libglmnorm.so);
+    The pool uses min(n, the CPUs this process may run on), and num_threads() reports
+    that; the default is every such CPU. Work under about 2 MiB per thread runs on fewer
+    threads (include/glmnorm/execution.h). The torch ops use the same pool (one native library, libglmnorm.so);
     independent of torch.set_num_threads."""
     if isinstance(n, int) and not isinstance(n, bool) and n < 1:
         raise ValueError(f"set_num_threads: n must be >= 1, got {n}")
