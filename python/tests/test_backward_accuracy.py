@@ -129,9 +129,9 @@ def test_mixed_dtypes_dx_within_one_ulp_of_torch(gen):
 
 # bf16 dx against torch autograd at GLM-4.5's widths (hidden 5120, heads 128, and 4096):
 # the two sum dh * xf in different float32 orders, so c differs in its last bits; where
-# dh - xf * c cancels (dx near 0) that moves the bf16 result by more than one ulp. Bound
-# stated in docs/BACKWARD.md and the README (measured, then a margin):
-BF16_DX_MAX_ULP_GLM = 8          # per element, in bf16 ulps of dx itself
+# dh - xf * c cancels (dx near 0) that moves the bf16 result by more than one ulp. No per-element
+# ulp bound holds there (seed 1004294796 gave 29 ulp at width 128); the bound is relative to
+# the row (docs/BACKWARD.md, README; measured, then a margin):
 BF16_DX_REL_OF_ROW_MAX = 2.0**-8  # |dx - torch| relative to the row's largest |dx|
 BF16_DX_SAME = 0.99               # share of bit-identical elements
 
@@ -153,7 +153,6 @@ def test_bf16_dx_bound_at_glm_widths(gen, width):
           f"{within1:.6f}, max {int(u.max())} ulp, max {rel:.2e} of the row's max |dx|; "
           f"dweight max {int(ulp_bf16(dw, dw_ref).max())} ulp")
     assert same >= BF16_DX_SAME
-    assert int(u.max()) <= BF16_DX_MAX_ULP_GLM
     assert rel <= BF16_DX_REL_OF_ROW_MAX
     # Elements more than 1 ulp apart are the cancelling ones: small against their row.
     far = u > 1
