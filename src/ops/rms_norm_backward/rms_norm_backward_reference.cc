@@ -72,7 +72,11 @@ NormBackwardResult RmsNormBackward(const ConstTensorView& x, const ConstTensorVi
         term = RoundTo(dy.dtype, dyv * RoundTo(x.dtype, xf[i]));
         if (x.dtype != DType::kF32 &&
             RoundTo(x.dtype, xf[i] * (1.0 - 0x1p-20)) != RoundTo(x.dtype, xf[i] * (1.0 + 0x1p-20))) {
-          out.dgamma_slack[i] += std::fabs(dyv) * UlpOf(x.dtype, xf[i]) * 2.0;
+          // T(xf) may round either way; the product dy * T(xf) is then rounded
+          // to dy's dtype, which can move it by one more of its own ulps (one
+          // subnormal f16 step, 2^-24, dwarfs |dy| * ulp(xf) for a tiny dy).
+          out.dgamma_slack[i] += std::fabs(dyv) * UlpOf(x.dtype, xf[i]) * 2.0 +
+                                 (dy.dtype == DType::kF32 ? 0.0 : UlpOf(dy.dtype, term));
         }
       } else {
         term = dyv * xf[i];

@@ -73,7 +73,9 @@ struct Totals {
                 dx32 ? 100.0 * double(dx32_plain2) / double(dx32) : 100.0, (long long)dx16,
                 dx16 ? 100.0 * double(dx16_within1) / double(dx16) : 100.0, dg_max_rel);
     EXPECT_EQ(bad, 0) << name << ": " << first_bad;
-    if (dx16 > 0) EXPECT_GE(double(dx16_within1), 0.999 * double(dx16)) << name;
+    if (dx16 > 0) {
+      EXPECT_GE(double(dx16_within1), 0.999 * double(dx16)) << name;
+    }
   }
 };
 
