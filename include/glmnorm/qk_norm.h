@@ -1,7 +1,9 @@
 // QK-norm of a fused QKV buffer, optionally fused with GLM's partial RoPE.
 //
-// qkv is [tokens, (num_q_heads + num_k_heads + num_v_heads) * head_dim] (any
-// row stride; heads contiguous inside a row). Each q head is RMS-normalised
+// qkv is [..., (num_q_heads + num_k_heads + num_v_heads) * head_dim], rank 1
+// to 4 ([tokens, W], [batch, seq, W], ...: the leading dims are the tokens and
+// must address rows of one stride, any row stride; heads contiguous inside a
+// row). Each q head is RMS-normalised
 // with q_gamma, each k head with k_gamma (both of length head_dim); v is
 // neither read nor written. in and out may be the same buffer (in place).
 //
@@ -44,7 +46,8 @@ struct Rope {
   ConstTensorView positions;  // i64 [tokens]; rank 0 (the default): token t uses row t
 };
 
-// qkv_in and qkv_out: 2-D views [tokens, full QKV width] of the same dtype.
+// qkv_in and qkv_out: views [..., full QKV width] of the same shape; tokens =
+// the product of the leading dims (positions, if given, has that length).
 void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHeads& heads,
             const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
             const NormOptions& options = {}, const Rope& rope = {},

@@ -2,7 +2,8 @@
 // heads of a fused QKV gradient, each head a row of RmsNormBackward
 // (rms_norm_backward.h) with its own gamma, one dgamma for q and one for k.
 //
-// qkv:       the forward's input [tokens, (nq + nk + nv) * head_dim], any row stride
+// qkv:       the forward's input [..., (nq + nk + nv) * head_dim], rank 1..4 with
+//            leading dims forming rows (as QkNorm), any row stride
 // dqkv_out:  gradient of the forward's output, same layout and dtype (its q and
 //            k columns are read; its dtype is the forward's output dtype, so
 //            Promote(gamma, qkv) in cast-then-scale mode)

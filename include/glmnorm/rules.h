@@ -25,6 +25,11 @@ class DTypeError : public Error {
 std::string_view RoundingName(Rounding rounding);
 Rounding RoundingFromName(std::string_view name);
 
+// The checks every op makes of its NormOptions (eps finite and >= 0,
+// weight_offset finite), for a binding that takes options before any call
+// (a module's constructor): throws Error as the ops would.
+void CheckNormOptions(const NormOptions& options);
+
 // The dtype of y that RmsNorm (and the norm of RmsNormQuant) requires of a
 // new output: Promote(gamma, x) with kCastThenScale (PyTorch's promotion in
 // Glm4MoeRMSNorm), x's dtype with kSingle.

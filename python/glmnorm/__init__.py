@@ -20,6 +20,7 @@ PyTorch users: ``glmnorm.torch`` registers the same functions as ``torch.ops.glm
 (torch.compile keeps them) and patches Transformers' GLM-4.5 models.
 """
 
+import os as _os
 from collections import namedtuple as _namedtuple
 
 from . import _arrays
@@ -65,10 +66,11 @@ def rms_norm(x, weight, *, eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale",
       ValueError: shapes / strides / eps / weight_offset / overlapping out (message from C++).
       TypeError: unsupported dtypes or objects.
     """
-    x = _as_array(x, "x")
-    weight = _as_array(weight, "weight")
-    out = _new_out("rms_norm", x, rounding, x, weight) if out is None else _as_array(out, "out")
-    _ext.rms_norm(_desc(x, "x"), _desc(weight, "weight"), _desc(out, "out", True),
+    fn = "glmnorm.rms_norm"  # named in error messages
+    x = _as_array(x, "x", fn)
+    weight = _as_array(weight, "weight", fn)
+    out = _new_out("rms_norm", x, rounding, x, weight) if out is None else _as_array(out, "out", fn)
+    _ext.rms_norm(_desc(x, "x", fn), _desc(weight, "weight", fn), _desc(out, "out", fn, True),
                   eps, rounding, weight_offset)
     return out
 
@@ -96,34 +98,16 @@ def add_rms_norm(residual, delta, weight, *, eps=GLM_RMS_NORM_EPS, rounding="cas
     Raises:
       ValueError, TypeError: as rms_norm; nothing is written (residual unchanged) on error.
     """
-    residual = _as_array(residual, "residual")
-    delta = _as_array(delta, "delta")
-    weight = _as_array(weight, "weight")
+    fn = "glmnorm.add_rms_norm"  # named in error messages
+    residual = _as_array(residual, "residual", fn)
+    delta = _as_array(delta, "delta", fn)
+    weight = _as_array(weight, "weight", fn)
     out = (_new_out("add_rms_norm", residual, rounding, residual, delta, weight) if out is None
-           else _as_array(out, "out"))
-    _ext.add_rms_norm(_desc(residual, "residual", True), _desc(delta, "delta"),
-                      _desc(weight, "weight"), _desc(out, "out", True), eps, rounding,
+           else _as_array(out, "out", fn))
+    _ext.add_rms_norm(_desc(residual, "residual", fn, True), _desc(delta, "delta", fn),
+                      _desc(weight, "weight", fn), _desc(out, "out", fn, True), eps, rounding,
                       weight_offset, normalize_rounded_sum)
     return out
-
-
-def _rows_2d(d, name):
-    """Descriptor of a [..., W] array as 2-D [rows, W] when its leading dims compose."""
-    addr, code, shape, strides = d
-    if len(shape) == 2:
-        return d
-    if len(shape) == 1:
-        return (addr, code, (1, shape[0]), (shape[0], 1))
-    rows = 1
-    for s in shape[:-1]:
-        rows *= s
-    lead = [(n, st) for n, st in zip(shape[:-1], strides[:-1]) if n != 1]
-    for (n, st), (n_next, st_next) in zip(lead, lead[1:]):
-        if st != st_next * n_next:
-            raise ValueError(f"{name}: the leading dims of shape {tuple(shape)} with strides "
-                             f"{tuple(strides)} do not form rows of one stride")
-    row_stride = lead[-1][1] if lead else shape[-1]
-    return (addr, code, (rows, shape[-1]), (row_stride, 1))
 
 
 def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, head_dim,
@@ -151,7 +135,8 @@ def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, h
     Returns: ``out``.
     Raises: ValueError (heads, strides, tables, a position out of range), TypeError (dtypes).
     """
-    qkv = _as_array(qkv, "qkv")
+    fn = "glmnorm.qk_norm"  # named in error messages
+    qkv = _as_array(qkv, "qkv", fn)
     if out is None:
         if _arrays.is_torch(qkv):
             out = qkv.clone()
@@ -160,30 +145,30 @@ def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, h
         qkv_in = out
     else:
         qkv_in = qkv
-        out = _as_array(out, "out")
-    din = _rows_2d(_desc(qkv_in, "qkv"), "qkv")
-    dout = din if out is qkv_in else _rows_2d(_desc(out, "out", True), "out")
+        out = _as_array(out, "out", fn)
+    din = _desc(qkv_in, "qkv", fn)
+    dout = din if out is qkv_in else _desc(out, "out", fn, True)
     if out is qkv_in:
-        _desc(out, "out", True)  # checks that it is writable
+        _desc(out, "out", fn, True)  # checks that it is writable
     rope = (_arrays.EMPTY, _arrays.EMPTY, _arrays.EMPTY)
     if rotary_dim:
         if cos is None or sin is None:
-            raise ValueError("qk_norm: rotary_dim > 0 needs cos and sin tables")
-        rope = (_desc(_as_array(cos, "cos"), "cos"), _desc(_as_array(sin, "sin"), "sin"),
+            raise ValueError(f"{fn}: rotary_dim > 0 needs cos and sin tables")
+        rope = (_desc(_as_array(cos, "cos", fn), "cos", fn), _desc(_as_array(sin, "sin", fn), "sin", fn),
                 _arrays.EMPTY if positions is None else
-                _desc(_as_array(positions, "positions"), "positions"))
+                _desc(_as_array(positions, "positions", fn), "positions", fn))
     _ext.qk_norm(din, dout, num_q_heads, num_k_heads, num_v_heads, head_dim,
-                 _desc(_as_array(q_weight, "q_weight"), "q_weight"),
-                 _desc(_as_array(k_weight, "k_weight"), "k_weight"), eps, rounding,
+                 _desc(_as_array(q_weight, "q_weight", fn), "q_weight", fn),
+                 _desc(_as_array(k_weight, "k_weight", fn), "k_weight", fn), eps, rounding,
                  weight_offset, rotary_dim, *rope)
     return out
 
 
-def _quant_out(x, shape, dtype, out, scale, scales):
-    code = _arrays.code_of(dtype)
+def _quant_out(fn, x, shape, dtype, out, scale, scales):
+    code = _arrays.code_of(dtype, "dtype", fn)
     if code not in (I8, F8E4M3):
-        raise TypeError(f"dtype must be int8 or float8_e4m3fn, got {dtype!r}")
-    out = _arrays.empty_like(x, shape, code) if out is None else _as_array(out, "out")
+        raise TypeError(f"{fn}: dtype must be int8 or float8_e4m3fn, got {dtype!r}")
+    out = _arrays.empty_like(x, shape, code) if out is None else _as_array(out, "out", fn)
     if scale is None:
         if scales is None:
             rows = 1
@@ -191,8 +176,8 @@ def _quant_out(x, shape, dtype, out, scale, scales):
                 rows *= s
             scales = _arrays.empty_like(x, (rows,), F32)
         else:
-            scales = _as_array(scales, "scales")
-        return out, scales, _desc(scales, "scales", True)
+            scales = _as_array(scales, "scales", fn)
+        return out, scales, _desc(scales, "scales", fn, True)
     return out, None, _arrays.EMPTY
 
 
@@ -214,10 +199,11 @@ def rms_norm_quant(x, weight, *, dtype="f8e4m3", scale=None, eps=GLM_RMS_NORM_EP
     Returns: (q, scales); scales is None with a static scale. Dequantise as q * scale.
     Raises: ValueError, TypeError as rms_norm.
     """
-    x = _as_array(x, "x")
-    weight = _as_array(weight, "weight")
-    out, scales, sd = _quant_out(x, x.shape, dtype, out, scale, scales)
-    _ext.rms_norm_quant(_desc(x, "x"), _desc(weight, "weight"), _desc(out, "out", True),
+    fn = "glmnorm.rms_norm_quant"  # named in error messages
+    x = _as_array(x, "x", fn)
+    weight = _as_array(weight, "weight", fn)
+    out, scales, sd = _quant_out(fn, x, x.shape, dtype, out, scale, scales)
+    _ext.rms_norm_quant(_desc(x, "x", fn), _desc(weight, "weight", fn), _desc(out, "out", fn, True),
                         scale, sd, eps, rounding, weight_offset)
     return out, scales
 
@@ -227,29 +213,30 @@ def add_rms_norm_quant(residual, delta, weight, *, dtype="f8e4m3", scale=None,
                        normalize_rounded_sum=True, out=None, scales=None):
     """``residual += delta`` IN PLACE, then rms_norm_quant of the sum (see add_rms_norm and
     rms_norm_quant). ``out`` must not overlap residual or delta. Returns (q, scales)."""
-    residual = _as_array(residual, "residual")
-    delta = _as_array(delta, "delta")
-    weight = _as_array(weight, "weight")
-    out, scales, sd = _quant_out(residual, residual.shape, dtype, out, scale, scales)
-    _ext.add_rms_norm_quant(_desc(residual, "residual", True), _desc(delta, "delta"),
-                            _desc(weight, "weight"), _desc(out, "out", True), scale, sd,
+    fn = "glmnorm.add_rms_norm_quant"  # named in error messages
+    residual = _as_array(residual, "residual", fn)
+    delta = _as_array(delta, "delta", fn)
+    weight = _as_array(weight, "weight", fn)
+    out, scales, sd = _quant_out(fn, residual, residual.shape, dtype, out, scale, scales)
+    _ext.add_rms_norm_quant(_desc(residual, "residual", fn, True), _desc(delta, "delta", fn),
+                            _desc(weight, "weight", fn), _desc(out, "out", fn, True), scale, sd,
                             eps, rounding, weight_offset, normalize_rounded_sum)
     return out, scales
 
 
 # --- backward (docs/BACKWARD.md) -----------------------------------------------------------
 
-def _code_or(dtype, default):
+def _code_or(dtype, default, name, fn):
     if dtype is None:
         return default
-    code = _arrays.code_of(dtype)
+    code = _arrays.code_of(dtype, name, fn)
     if code not in (F32, BF16, F16):
-        raise TypeError(f"dweight_dtype must be float32, bfloat16 or float16, got {dtype!r}")
+        raise TypeError(f"{fn}: {name} must be float32, bfloat16 or float16, got {dtype!r}")
     return code
 
 
-def _opt_desc(a, name):
-    return _arrays.EMPTY if a is None else _desc(_as_array(a, name), name)
+def _opt_desc(a, name, fn):
+    return _arrays.EMPTY if a is None else _desc(_as_array(a, name, fn), name, fn)
 
 
 def rms_norm_backward(x, weight, dy, *, eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale",
@@ -278,20 +265,21 @@ def rms_norm_backward(x, weight, dy, *, eps=GLM_RMS_NORM_EPS, rounding="cast-the
       ValueError: shapes, strides, eps, overlaps (message from C++).
       TypeError: unsupported dtypes or objects.
     """
-    x = _as_array(x, "x")
-    weight = _as_array(weight, "weight")
-    dy = _as_array(dy, "dy")
+    fn = "glmnorm.rms_norm_backward"  # named in error messages
+    x = _as_array(x, "x", fn)
+    weight = _as_array(weight, "weight", fn)
+    dy = _as_array(dy, "dy", fn)
     xc = _arrays.dtype_code(x)
     if out is None:
         out = _arrays.empty_like(x, x.shape, xc if 0 <= xc <= F16 else F32)
     else:
-        out = _as_array(out, "out")
+        out = _as_array(out, "out", fn)
     wc = _arrays.dtype_code(weight)
     dweight = _arrays.empty_like(x, (weight.shape[-1] if len(weight.shape) else 0,),
-                                 _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32))
-    _ext.rms_norm_backward(_desc(x, "x"), _desc(weight, "weight"), _desc(dy, "dy"),
-                           _desc(out, "out", True), _desc(dweight, "dweight", True),
-                           _opt_desc(rstd, "rstd"), eps, rounding, weight_offset)
+                                 _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32, "dweight_dtype", fn))
+    _ext.rms_norm_backward(_desc(x, "x", fn), _desc(weight, "weight", fn), _desc(dy, "dy", fn),
+                           _desc(out, "out", fn, True), _desc(dweight, "dweight", fn, True),
+                           _opt_desc(rstd, "rstd", fn), eps, rounding, weight_offset)
     return out, dweight
 
 
@@ -316,26 +304,27 @@ def add_rms_norm_backward(residual, weight, dy, d_residual_out=None, *,
     input (and of delta); d_delta is d_residual itself unless delta_dtype differs.
     Raises: ValueError, TypeError as rms_norm_backward.
     """
-    residual = _as_array(residual, "residual")
-    weight = _as_array(weight, "weight")
-    dy = _as_array(dy, "dy")
+    fn = "glmnorm.add_rms_norm_backward"  # named in error messages
+    residual = _as_array(residual, "residual", fn)
+    weight = _as_array(weight, "weight", fn)
+    dy = _as_array(dy, "dy", fn)
     rc = _arrays.dtype_code(residual)
     rc = rc if 0 <= rc <= F16 else F32
     out = _arrays.empty_like(residual, residual.shape, rc) if out is None else _as_array(
-        out, "out")
+        out, "out", fn)
     d_delta = None
     if delta_dtype is not None:
-        dc = _code_or(delta_dtype, rc)
+        dc = _code_or(delta_dtype, rc, "delta_dtype", fn)
         if dc != rc:
             d_delta = _arrays.empty_like(residual, residual.shape, dc)
     wc = _arrays.dtype_code(weight)
     dweight = _arrays.empty_like(residual, (weight.shape[-1] if len(weight.shape) else 0,),
-                                 _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32))
+                                 _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32, "dweight_dtype", fn))
     _ext.add_rms_norm_backward(
-        _desc(residual, "residual"), _desc(weight, "weight"), _desc(dy, "dy"),
-        _opt_desc(d_residual_out, "d_residual_out"), _desc(out, "out", True),
-        _arrays.EMPTY if d_delta is None else _desc(d_delta, "d_delta", True),
-        _desc(dweight, "dweight", True), _opt_desc(rstd, "rstd"), eps, rounding, weight_offset,
+        _desc(residual, "residual", fn), _desc(weight, "weight", fn), _desc(dy, "dy", fn),
+        _opt_desc(d_residual_out, "d_residual_out", fn), _desc(out, "out", fn, True),
+        _arrays.EMPTY if d_delta is None else _desc(d_delta, "d_delta", fn, True),
+        _desc(dweight, "dweight", fn, True), _opt_desc(rstd, "rstd", fn), eps, rounding, weight_offset,
         normalize_rounded_sum)
     return out, (out if d_delta is None else d_delta), dweight
 
@@ -354,25 +343,26 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
       dweight_dtype: dtype of dq_weight / dk_weight; None: q_weight's dtype.
     Raises: ValueError (heads, strides; rotary is not supported by the backward), TypeError.
     """
-    qkv = _as_array(qkv, "qkv")
-    dqkv = _as_array(dqkv, "dqkv")
-    q_weight = _as_array(q_weight, "q_weight")
-    k_weight = _as_array(k_weight, "k_weight")
+    fn = "glmnorm.qk_norm_backward"  # named in error messages
+    qkv = _as_array(qkv, "qkv", fn)
+    dqkv = _as_array(dqkv, "dqkv", fn)
+    q_weight = _as_array(q_weight, "q_weight", fn)
+    k_weight = _as_array(k_weight, "k_weight", fn)
     if out is None:
         out = dqkv.clone() if _arrays.is_torch(dqkv) else dqkv.copy()
-        dout = din = _rows_2d(_desc(out, "out", True), "out")
+        dout = din = _desc(out, "out", fn, True)
     else:
-        out = _as_array(out, "out")
-        din = _rows_2d(_desc(out, "out", True), "out")
-        dout = din if out is dqkv else _rows_2d(_desc(dqkv, "dqkv"), "dqkv")
+        out = _as_array(out, "out", fn)
+        din = _desc(out, "out", fn, True)
+        dout = din if out is dqkv else _desc(dqkv, "dqkv", fn)
     wc = _arrays.dtype_code(q_weight)
-    code = _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32)
+    code = _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32, "dweight_dtype", fn)
     dq = _arrays.empty_like(qkv, (head_dim,), code)
     dk = _arrays.empty_like(qkv, (head_dim,), code)
-    _ext.qk_norm_backward(_rows_2d(_desc(qkv, "qkv"), "qkv"), dout, din, num_q_heads,
-                          num_k_heads, num_v_heads, head_dim, _desc(q_weight, "q_weight"),
-                          _desc(k_weight, "k_weight"), _desc(dq, "dq_weight", True),
-                          _desc(dk, "dk_weight", True), eps, rounding, weight_offset)
+    _ext.qk_norm_backward(_desc(qkv, "qkv", fn), dout, din, num_q_heads,
+                          num_k_heads, num_v_heads, head_dim, _desc(q_weight, "q_weight", fn),
+                          _desc(k_weight, "k_weight", fn), _desc(dq, "dq_weight", fn, True),
+                          _desc(dk, "dk_weight", fn, True), eps, rounding, weight_offset)
     return out, dq, dk
 
 
@@ -382,8 +372,6 @@ def set_num_threads(n):
     that; the default is every such CPU. Work under about 2 MiB per thread runs on fewer
     threads (include/glmnorm/execution.h). The torch ops use the same pool (one native library, libglmnorm.so);
     independent of torch.set_num_threads."""
-    if isinstance(n, int) and not isinstance(n, bool) and n < 1:
-        raise ValueError(f"set_num_threads: n must be >= 1, got {n}")
     _ext.set_num_threads(n)
 
 
@@ -414,7 +402,12 @@ class Checkpoint:
     """
 
     def __init__(self, path):
-        self._c = _Checkpoint(str(path))
+        if isinstance(path, bytes):
+            path = _os.fsdecode(path)
+        if not isinstance(path, (str, _os.PathLike)):
+            raise TypeError(f"glmnorm.Checkpoint: path must be a str or os.PathLike, got "
+                            f"{type(path).__name__}")
+        self._c = _Checkpoint(_os.fspath(path))
         self.dir = self._c.dir
         self.model_name = self._c.model_name
         self.model_type = self._c.model_type

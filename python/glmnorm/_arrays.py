@@ -49,22 +49,20 @@ def is_torch(a):
     return isinstance(a, _torch.Tensor)
 
 
-def _torch_desc(a, name, writable):
+def _torch_desc(a, name, writable, fn):
     if a.device.type != "cpu":
-        raise ValueError(f"{name}: glmnorm runs on the CPU; got a tensor on {a.device}")
+        raise ValueError(f"{fn}: {name}: glmnorm runs on the CPU; got a tensor on {a.device}")
     code = _TORCH_CODES.get(a.dtype)
     if code is None:
-        raise TypeError(f"{name}: unsupported dtype {a.dtype} (glmnorm takes float32, "
+        raise TypeError(f"{fn}: {name}: unsupported dtype {a.dtype} (glmnorm takes float32, "
                         "bfloat16, float16; int8 / float8_e4m3fn outputs; int64 positions)")
-    if a.dim() > 4:
-        raise ValueError(f"{name}: rank must be at most 4, got {a.dim()}")
     if a.requires_grad and _torch.is_grad_enabled():
-        raise RuntimeError(f"{name}: requires grad; glmnorm's functions do not record "
+        raise RuntimeError(f"{fn}: {name}: requires grad; glmnorm's functions do not record "
                            "autograd: use glmnorm.torch's ops (torch.ops.glmnorm.rms_norm and "
                            "qk_norm are differentiable), or torch.no_grad()")
     if writable:
         if a.is_inference() and not _torch.is_inference_mode_enabled():
-            raise RuntimeError(f"{name}: Inplace update to inference tensor outside "
+            raise RuntimeError(f"{fn}: {name}: Inplace update to inference tensor outside "
                                "InferenceMode is not allowed (as PyTorch's in-place ops); "
                                "call it under torch.inference_mode() or clone the tensor")
         # As PyTorch's in-place ops: autograd then refuses a backward through the old
@@ -73,50 +71,49 @@ def _torch_desc(a, name, writable):
     return (a.data_ptr(), code, a.shape, a.stride())
 
 
-def _numpy_desc(a, name, writable):
+def _numpy_desc(a, name, writable, fn):
     code = _NP_CODES.get(a.dtype)
     if code is None:
-        raise TypeError(f"{name}: unsupported dtype {a.dtype} (glmnorm takes float32, "
+        raise TypeError(f"{fn}: {name}: unsupported dtype {a.dtype} (glmnorm takes float32, "
                         "ml_dtypes.bfloat16, float16; int8 / ml_dtypes.float8_e4m3fn "
                         "outputs; int64 positions)")
     if writable and not a.flags.writeable:
-        raise ValueError(f"{name}: the array is read-only and glmnorm writes to it")
-    if a.ndim > 4:
-        raise ValueError(f"{name}: rank must be at most 4, got {a.ndim}")
+        raise ValueError(f"{fn}: {name}: the array is read-only and glmnorm writes to it")
     item = a.itemsize
     strides = []
     for s in a.strides:
         if s % item:
-            raise ValueError(f"{name}: strides must be whole elements, got {a.strides} bytes")
+            raise ValueError(f"{fn}: {name}: strides must be whole elements, got {a.strides} bytes")
         strides.append(s // item)
     return (a.__array_interface__["data"][0], code, a.shape, strides)
 
 
-def as_array(a, name):
+def as_array(a, name, fn):
     """numpy or torch view of `a` (zero-copy); other kinds through DLPack or
-    the buffer protocol, as numpy."""
+    the buffer protocol, as numpy. Errors name the function `fn` and the argument."""
     if isinstance(a, np.ndarray) or is_torch(a):
         return a
     if hasattr(a, "__dlpack__"):
         try:
             return np.from_dlpack(a)
         except (TypeError, BufferError, RuntimeError) as e:
-            raise TypeError(f"{name}: cannot read it through DLPack: {e}") from None
+            raise TypeError(f"{fn}: {name}: cannot read it through DLPack: {e}") from None
     try:
         return np.asarray(memoryview(a))
     except TypeError:
-        raise TypeError(f"{name}: expected a numpy array, a torch CPU tensor, or an object "
+        raise TypeError(f"{fn}: {name}: expected a numpy array, a torch CPU tensor, or an object "
                         f"with __dlpack__ or the buffer protocol; got {type(a).__name__}"
                         ) from None
 
 
-def desc(a, name, writable=False):
-    """The descriptor of array `a` (numpy ndarray or torch tensor)."""
+def desc(a, name, fn, writable=False):
+    """The descriptor of array `a` (numpy ndarray or torch tensor); the rank is the
+    library's to check."""
     if isinstance(a, np.ndarray):
-        return _numpy_desc(a, name, writable)
+        return _numpy_desc(a, name, writable, fn)
     if _torch is None:
         _load_torch()
-    return _torch_desc(a, name, writable)
+    return _torch_desc(a, name, writable, fn)
 
 
 EMPTY = (0, F32, (), ())
@@ -135,15 +132,16 @@ def empty_like(a, shape, code):
     return _torch.empty(shape, dtype=_TORCH_DTYPES[code])
 
 
-def code_of(dtype):
-    """Dtype code of a numpy dtype, torch dtype or name ('bf16', 'int8'...)."""
+def code_of(dtype, name, fn):
+    """Dtype code of a numpy dtype, torch dtype or name ('bf16', 'int8'...); errors name
+    the function `fn` and the argument `name`."""
     aliases = {"f32": F32, "float32": F32, "bf16": BF16, "bfloat16": BF16, "f16": F16,
                "float16": F16, "i8": I8, "int8": I8, "f8e4m3": F8E4M3, "e4m3": F8E4M3,
                "float8_e4m3fn": F8E4M3, "fp8": F8E4M3}
     if isinstance(dtype, str):
         if dtype in aliases:
             return aliases[dtype]
-        raise TypeError(f"unknown dtype name {dtype!r}")
+        raise TypeError(f"{fn}: {name}: unknown dtype name {dtype!r}")
     if _torch is None and type(dtype).__module__.startswith("torch"):
         _load_torch()
     if _torch is not None and dtype in _TORCH_CODES:
@@ -153,5 +151,5 @@ def code_of(dtype):
     except TypeError:
         code = None
     if code is None:
-        raise TypeError(f"unsupported dtype {dtype!r}")
+        raise TypeError(f"{fn}: {name}: unsupported dtype {dtype!r}")
     return code

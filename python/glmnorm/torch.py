@@ -25,6 +25,11 @@ functions of the same name in ``glmnorm`` (docs/SPEC.md); ``rounding`` is
 "cast-then-scale" (Transformers' Glm4MoeRMSNorm) or "single". With a static ``scale``
 (>0) the quant ops return scales = [scale]; with ``scale=None`` one float32 scale per row.
 
+Errors: ValueError / TypeError naming the op and the argument, as the package's functions
+(``glmnorm.rms_norm``...). The wrappers below also turn an argument of the wrong Python type
+into a TypeError; ``torch.ops.glmnorm.*`` called directly report that as every torch op does
+(torch's RuntimeError quoting the schema).
+
 Registration: the schemas and fake kernels are registered here (torch.library); the CPU
 and Autograd kernels come from the C++ library ``libglmnorm_torch`` (TORCH_LIBRARY_IMPL,
 built against the torch of the environment glmnorm was installed into): a call goes from
@@ -182,16 +187,48 @@ def _(qkv, q_weight, k_weight, dqkv, *args, **kwargs):
 
 # --- Python entry points (thin wrappers over torch.ops.glmnorm) -------------------------
 
+def _explain(op, error, tensors, scalars):
+    """Re-raises torch's RuntimeError for an argument of the wrong Python type (the
+    dispatcher's message quotes the whole schema) as the TypeError / ValueError the
+    package's functions give, naming the op and the argument; any other error as it was.
+    Runs only after a call failed: the calls that succeed pay nothing for it."""
+    fn = f"glmnorm.{op}"
+    for name, t in tensors.items():
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}"
+                            ) from None
+    _ext.check_args(fn, scalars)  # the package's conversion rules (raise on a bad one)
+    raise error
+
+
 def rms_norm(x, weight, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
     """torch.ops.glmnorm.rms_norm: y = RMSNorm(x) (see glmnorm.rms_norm)."""
-    return torch.ops.glmnorm.rms_norm(x, weight, eps, rounding, weight_offset)
+    try:
+        return torch.ops.glmnorm.rms_norm(x, weight, eps, rounding, weight_offset)
+    except RuntimeError as e:
+        _explain("rms_norm", e, dict(x=x, weight=weight),
+                 dict(eps=eps, rounding=rounding, weight_offset=weight_offset))
 
 
 def add_rms_norm(residual, delta, weight, eps=1e-5, rounding="cast-then-scale",
                  weight_offset=0.0, normalize_rounded_sum=True):
     """torch.ops.glmnorm.add_rms_norm: residual += delta in place; returns the norm."""
-    return torch.ops.glmnorm.add_rms_norm(residual, delta, weight, eps, rounding,
-                                          weight_offset, normalize_rounded_sum)
+    try:
+        return torch.ops.glmnorm.add_rms_norm(residual, delta, weight, eps, rounding,
+                                              weight_offset, normalize_rounded_sum)
+    except RuntimeError as e:
+        _explain("add_rms_norm", e, dict(residual=residual, delta=delta, weight=weight),
+                 dict(eps=eps, rounding=rounding, weight_offset=weight_offset,
+                      normalize_rounded_sum=normalize_rounded_sum))
+
+
+def _qk_args(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
+             rounding, weight_offset, rotary_dim, cos, sin, positions):
+    return (dict(qkv=qkv, q_weight=q_weight, k_weight=k_weight, cos=cos, sin=sin,
+                 positions=positions),
+            dict(num_q_heads=num_q_heads, num_k_heads=num_k_heads, num_v_heads=num_v_heads,
+                 head_dim=head_dim, eps=eps, rounding=rounding, weight_offset=weight_offset,
+                 rotary_dim=rotary_dim))
 
 
 def qk_norm_(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim,
@@ -199,9 +236,12 @@ def qk_norm_(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, hea
              sin=None, positions=None):
     """torch.ops.glmnorm.qk_norm_: QK-norm (+ RoPE) of a fused QKV tensor in place; v
     untouched. Returns qkv."""
-    torch.ops.glmnorm.qk_norm_(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads,
-                               head_dim, eps, rounding, weight_offset, rotary_dim, cos, sin,
-                               positions)
+    args = (qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
+            rounding, weight_offset, rotary_dim, cos, sin, positions)
+    try:
+        torch.ops.glmnorm.qk_norm_(*args)
+    except RuntimeError as e:
+        _explain("qk_norm_", e, *_qk_args(*args))
     return qkv
 
 
@@ -209,40 +249,63 @@ def qk_norm(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head
             eps=1e-5, rounding="cast-then-scale", weight_offset=0.0, rotary_dim=0, cos=None,
             sin=None, positions=None):
     """torch.ops.glmnorm.qk_norm: out-of-place qk_norm_ (a new tensor, v copied)."""
-    return torch.ops.glmnorm.qk_norm(qkv, q_weight, k_weight, num_q_heads, num_k_heads,
-                                     num_v_heads, head_dim, eps, rounding, weight_offset,
-                                     rotary_dim, cos, sin, positions)
+    args = (qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
+            rounding, weight_offset, rotary_dim, cos, sin, positions)
+    try:
+        return torch.ops.glmnorm.qk_norm(*args)
+    except RuntimeError as e:
+        _explain("qk_norm", e, *_qk_args(*args))
 
 
 def rms_norm_quant(x, weight, dtype=torch.float8_e4m3fn, scale=None, eps=1e-5,
                    rounding="cast-then-scale", weight_offset=0.0):
     """torch.ops.glmnorm.rms_norm_quant: (q, scales) (see glmnorm.rms_norm_quant)."""
-    return torch.ops.glmnorm.rms_norm_quant(x, weight, dtype, scale, eps, rounding,
-                                            weight_offset)
+    try:
+        return torch.ops.glmnorm.rms_norm_quant(x, weight, dtype, scale, eps, rounding,
+                                                weight_offset)
+    except RuntimeError as e:
+        _explain("rms_norm_quant", e, dict(x=x, weight=weight),
+                 dict(scale=scale, eps=eps, rounding=rounding, weight_offset=weight_offset))
 
 
 def add_rms_norm_quant(residual, delta, weight, dtype=torch.float8_e4m3fn, scale=None,
                        eps=1e-5, rounding="cast-then-scale", weight_offset=0.0,
                        normalize_rounded_sum=True):
     """torch.ops.glmnorm.add_rms_norm_quant: residual += delta in place; (q, scales)."""
-    return torch.ops.glmnorm.add_rms_norm_quant(residual, delta, weight, dtype, scale, eps,
-                                                rounding, weight_offset,
-                                                normalize_rounded_sum)
+    try:
+        return torch.ops.glmnorm.add_rms_norm_quant(residual, delta, weight, dtype, scale, eps,
+                                                    rounding, weight_offset,
+                                                    normalize_rounded_sum)
+    except RuntimeError as e:
+        _explain("add_rms_norm_quant", e, dict(residual=residual, delta=delta, weight=weight),
+                 dict(scale=scale, eps=eps, rounding=rounding, weight_offset=weight_offset,
+                      normalize_rounded_sum=normalize_rounded_sum))
 
 
 def rms_norm_backward(x, weight, dy, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
     """torch.ops.glmnorm.rms_norm_backward: (dx, dweight) of rms_norm given dy (dx in x's
     dtype, dweight in weight's; see glmnorm.rms_norm_backward)."""
-    return torch.ops.glmnorm.rms_norm_backward(x, weight, dy, eps, rounding, weight_offset)
+    try:
+        return torch.ops.glmnorm.rms_norm_backward(x, weight, dy, eps, rounding, weight_offset)
+    except RuntimeError as e:
+        _explain("rms_norm_backward", e, dict(x=x, weight=weight, dy=dy),
+                 dict(eps=eps, rounding=rounding, weight_offset=weight_offset))
 
 
 def qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads, num_k_heads, num_v_heads,
                      head_dim, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
     """torch.ops.glmnorm.qk_norm_backward: (dqkv_in, dq_weight, dk_weight) of qk_norm without
     RoPE (v's gradient passed through from dqkv)."""
-    return torch.ops.glmnorm.qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads,
-                                              num_k_heads, num_v_heads, head_dim, eps, rounding,
-                                              weight_offset)
+    try:
+        return torch.ops.glmnorm.qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads,
+                                                  num_k_heads, num_v_heads, head_dim, eps,
+                                                  rounding, weight_offset)
+    except RuntimeError as e:
+        _explain("qk_norm_backward", e,
+                 dict(qkv=qkv, q_weight=q_weight, k_weight=k_weight, dqkv=dqkv),
+                 dict(num_q_heads=num_q_heads, num_k_heads=num_k_heads,
+                      num_v_heads=num_v_heads, head_dim=head_dim, eps=eps, rounding=rounding,
+                      weight_offset=weight_offset))
 
 
 # --- nn.Module and the Glm4Moe patch ----------------------------------------------------
@@ -261,6 +324,10 @@ class RMSNorm(nn.Module):
 
     def __init__(self, hidden_size, eps=1e-5, *, rounding="cast-then-scale",
                  weight_offset=0.0, device=None, dtype=None):
+        # The options are checked now (as every call would check them), not at the first
+        # forward: RMSNorm(64, eps=-1) raises ValueError here.
+        _ext.check_args("glmnorm.torch.RMSNorm",
+                        dict(eps=eps, rounding=rounding, weight_offset=weight_offset))
         super().__init__()
         self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
         self.variance_epsilon = eps
@@ -279,12 +346,10 @@ class RMSNorm(nn.Module):
         return new
 
     def forward(self, hidden_states):
-        shape = hidden_states.shape
-        if hidden_states.dim() > 4:
-            hidden_states = hidden_states.reshape(-1, shape[-1])
-        y = torch.ops.glmnorm.rms_norm(hidden_states, self.weight, self.variance_epsilon,
-                                       self.rounding, self.weight_offset)
-        return y.view(shape) if len(shape) > 4 else y
+        """hidden_states [..., hidden_size] of rank 1 to 4 (ValueError otherwise, as the op;
+        Glm4Moe's norms see rank 3 and, for q_norm / k_norm, rank 4)."""
+        return rms_norm(hidden_states, self.weight, self.variance_epsilon, self.rounding,
+                        self.weight_offset)
 
     def extra_repr(self):
         return f"{tuple(self.weight.shape)}, eps={self.variance_epsilon}, glmnorm"
@@ -304,6 +369,9 @@ def patch_glm4_moe(model):
     """
     from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeRMSNorm
 
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"patch_glm4_moe: model must be a torch.nn.Module (a Transformers "
+                        f"Glm4Moe model), got {type(model).__name__}")
     targets = [(name, mod) for name, mod in model.named_modules()
                if isinstance(mod, Glm4MoeRMSNorm)]
     if not targets:

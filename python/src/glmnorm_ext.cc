@@ -17,15 +17,19 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <cfloat>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <initializer_list>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "glmnorm/checkpoint.h"
 #include "glmnorm/glmnorm.h"
+#include "messages.h"
 
 namespace nb = nanobind;
 
@@ -34,15 +38,18 @@ namespace {
 // (address, dtype code = int(glmnorm::DType), shape, strides in elements).
 using Desc = std::tuple<uintptr_t, int, std::vector<int64_t>, std::vector<int64_t>>;
 
+// The view of argument `what` of Python function `fn`. Rank is the library's
+// to check (1..4); a rank the view cannot even hold is reported here.
 template <typename Ptr>
-glmnorm::BasicTensorView<Ptr> ToView(const Desc& d, const char* what) {
+glmnorm::BasicTensorView<Ptr> ToView(const char* fn, const Desc& d, const char* what) {
   const auto& [addr, dtype, shape, strides] = d;
   if (shape.size() > static_cast<size_t>(glmnorm::kMaxRank) || shape.size() != strides.size()) {
-    throw glmnorm::Error(std::string(what) + ": rank must be at most 4, got " +
-                         std::to_string(shape.size()));
+    throw nb::value_error((std::string(fn) + ": " + what + ": rank must be 1..4, got " +
+                           std::to_string(shape.size())).c_str());
   }
   if (dtype < 0 || dtype > static_cast<int>(glmnorm::DType::kI64)) {
-    throw glmnorm::Error(std::string(what) + ": unknown dtype code " + std::to_string(dtype));
+    throw nb::value_error((std::string(fn) + ": " + what + ": unknown dtype code " +
+                           std::to_string(dtype)).c_str());
   }
   glmnorm::BasicTensorView<Ptr> v;
   v.data = reinterpret_cast<Ptr>(addr);
@@ -59,12 +66,20 @@ glmnorm::BasicTensorView<Ptr> ToView(const Desc& d, const char* what) {
 // a wrong type is a TypeError naming the function and the argument (not
 // nanobind's signature dump) and an int out of range a ValueError (not a
 // narrowing cast). `fn` is the Python function ("glmnorm.rms_norm").
-double Float(const char* fn, const char* name, nb::handle h) {
-  if (!PyFloat_Check(h.ptr()) && !PyLong_Check(h.ptr())) {
+float Float(const char* fn, const char* name, nb::handle h) {
+  if ((!PyFloat_Check(h.ptr()) && !PyLong_Check(h.ptr())) || PyBool_Check(h.ptr())) {
     throw nb::type_error((std::string(fn) + ": " + name + " must be a float, got " +
                           nb::inst_name(h).c_str()).c_str());
   }
-  return PyFloat_AsDouble(h.ptr());
+  const double v = PyFloat_AsDouble(h.ptr());
+  if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();  // an int past double's range
+  // The library takes float32: a finite value past its range is refused
+  // here, by its own value, not passed on as inf.
+  if (std::isfinite(v) && std::fabs(v) > FLT_MAX) {
+    throw nb::value_error((std::string(fn) + ": " + name + " must fit in float32, got " +
+                           nb::str(h).c_str()).c_str());
+  }
+  return static_cast<float>(v);
 }
 
 int Int(const char* fn, const char* name, nb::handle h) {
@@ -105,9 +120,9 @@ glmnorm::Rounding RoundingOf(const char* fn, nb::handle h) {
 glmnorm::NormOptions Options(const char* fn, nb::handle eps, nb::handle rounding,
                              nb::handle weight_offset) {
   glmnorm::NormOptions o;
-  o.eps = static_cast<float>(Float(fn, "eps", eps));
+  o.eps = Float(fn, "eps", eps);
   o.rounding = RoundingOf(fn, rounding);
-  o.weight_offset = static_cast<float>(Float(fn, "weight_offset", weight_offset));
+  o.weight_offset = Float(fn, "weight_offset", weight_offset);
   return o;
 }
 
@@ -123,10 +138,10 @@ glmnorm::QuantOptions Quant(const char* fn, nb::handle scale, const Desc& scales
   glmnorm::QuantOptions q;
   if (scale.is_none()) {
     q.scaling = glmnorm::QuantScaling::kDynamicPerToken;
-    q.scales = ToView<void*>(scales, "scales");
+    q.scales = ToView<void*>(fn, scales, "scales");
   } else {
     q.scaling = glmnorm::QuantScaling::kStatic;
-    q.scale = static_cast<float>(Float(fn, "scale", scale));
+    q.scale = Float(fn, "scale", scale);
   }
   return q;
 }
@@ -143,38 +158,41 @@ glmnorm::QkHeads Heads(const char* fn, nb::handle nq, nb::handle nk, nb::handle 
 
 using H = nb::handle;
 
-// Runs a library call with the GIL released; its errors get the Python
-// function's name in front (kind kept).
+// Runs a library call with the GIL released; its errors are reworded for
+// the Python caller (messages.h: the Python function and argument names),
+// their kind kept.
 template <typename F>
-void Run(const char* fn, F&& call) {
+void Run(const char* fn, F&& call, std::initializer_list<glmnorm_python::Rename> renames = {}) {
   try {
     nb::gil_scoped_release release;
     call();
   } catch (const glmnorm::DTypeError& e) {
-    throw glmnorm::DTypeError(std::string(fn) + ": " + e.what());
+    throw glmnorm::DTypeError(glmnorm_python::PythonMessage(fn, e.what(), renames));
   } catch (const glmnorm::Error& e) {
-    throw glmnorm::Error(std::string(fn) + ": " + e.what());
+    throw glmnorm::Error(glmnorm_python::PythonMessage(fn, e.what(), renames));
   }
 }
 
 void RmsNorm(const Desc& x, const Desc& gamma, const Desc& y, H eps, H rounding,
              H weight_offset) {
-  auto opt = Options("glmnorm.rms_norm", eps, rounding, weight_offset);
-  auto xv = ToView<const void*>(x, "x");
-  auto gv = ToView<const void*>(gamma, "weight");
-  auto yv = ToView<void*>(y, "out");
-  Run("glmnorm.rms_norm", [&] { glmnorm::RmsNorm(xv, gv, yv, opt); });
+  constexpr const char* kFn = "glmnorm.rms_norm";
+  auto opt = Options(kFn, eps, rounding, weight_offset);
+  auto xv = ToView<const void*>(kFn, x, "x");
+  auto gv = ToView<const void*>(kFn, gamma, "weight");
+  auto yv = ToView<void*>(kFn, y, "out");
+  Run(kFn, [&] { glmnorm::RmsNorm(xv, gv, yv, opt); });
 }
 
 void AddRmsNorm(const Desc& residual, const Desc& delta, const Desc& gamma, const Desc& y,
                 H eps, H rounding, H weight_offset, H normalize_rounded_sum) {
-  auto opt = AddOptions("glmnorm.add_rms_norm", eps, rounding, weight_offset,
+  constexpr const char* kFn = "glmnorm.add_rms_norm";
+  auto opt = AddOptions(kFn, eps, rounding, weight_offset,
                         normalize_rounded_sum);
-  auto rv = ToView<void*>(residual, "residual");
-  auto dv = ToView<const void*>(delta, "delta");
-  auto gv = ToView<const void*>(gamma, "weight");
-  auto yv = ToView<void*>(y, "out");
-  Run("glmnorm.add_rms_norm", [&] { glmnorm::AddRmsNorm(rv, dv, gv, yv, opt); });
+  auto rv = ToView<void*>(kFn, residual, "residual");
+  auto dv = ToView<const void*>(kFn, delta, "delta");
+  auto gv = ToView<const void*>(kFn, gamma, "weight");
+  auto yv = ToView<void*>(kFn, y, "out");
+  Run(kFn, [&] { glmnorm::AddRmsNorm(rv, dv, gv, yv, opt); });
 }
 
 void QkNorm(const Desc& qkv_in, const Desc& qkv_out, H num_q_heads, H num_k_heads,
@@ -186,15 +204,15 @@ void QkNorm(const Desc& qkv_in, const Desc& qkv_out, H num_q_heads, H num_k_head
   auto opt = Options(kFn, eps, rounding, weight_offset);
   glmnorm::Rope rope;
   rope.rotary_dim = Int(kFn, "rotary_dim", rotary_dim);
-  auto in = ToView<const void*>(qkv_in, "qkv");
-  auto out = ToView<void*>(qkv_out, "out");
-  auto qg = ToView<const void*>(q_gamma, "q_weight");
-  auto kg = ToView<const void*>(k_gamma, "k_weight");
+  auto in = ToView<const void*>(kFn, qkv_in, "qkv");
+  auto out = ToView<void*>(kFn, qkv_out, "out");
+  auto qg = ToView<const void*>(kFn, q_gamma, "q_weight");
+  auto kg = ToView<const void*>(kFn, k_gamma, "k_weight");
   if (rope.rotary_dim != 0) {
-    rope.cos = ToView<const void*>(cos, "cos");
-    rope.sin = ToView<const void*>(sin, "sin");
+    rope.cos = ToView<const void*>(kFn, cos, "cos");
+    rope.sin = ToView<const void*>(kFn, sin, "sin");
     if (!std::get<2>(positions).empty()) {
-      rope.positions = ToView<const void*>(positions, "positions");
+      rope.positions = ToView<const void*>(kFn, positions, "positions");
     }
   }
   Run(kFn, [&] { glmnorm::QkNorm(in, out, heads, qg, kg, opt, rope); });
@@ -205,9 +223,9 @@ void RmsNormQuant(const Desc& x, const Desc& gamma, const Desc& q, H scale, cons
   constexpr const char* kFn = "glmnorm.rms_norm_quant";
   auto opt = Options(kFn, eps, rounding, weight_offset);
   auto quant = Quant(kFn, scale, scales);
-  auto xv = ToView<const void*>(x, "x");
-  auto gv = ToView<const void*>(gamma, "weight");
-  auto qv = ToView<void*>(q, "out");
+  auto xv = ToView<const void*>(kFn, x, "x");
+  auto gv = ToView<const void*>(kFn, gamma, "weight");
+  auto qv = ToView<void*>(kFn, q, "out");
   Run(kFn, [&] { glmnorm::RmsNormQuant(xv, gv, qv, quant, opt); });
 }
 
@@ -217,10 +235,10 @@ void AddRmsNormQuant(const Desc& residual, const Desc& delta, const Desc& gamma,
   constexpr const char* kFn = "glmnorm.add_rms_norm_quant";
   auto opt = AddOptions(kFn, eps, rounding, weight_offset, normalize_rounded_sum);
   auto quant = Quant(kFn, scale, scales);
-  auto rv = ToView<void*>(residual, "residual");
-  auto dv = ToView<const void*>(delta, "delta");
-  auto gv = ToView<const void*>(gamma, "weight");
-  auto qv = ToView<void*>(q, "out");
+  auto rv = ToView<void*>(kFn, residual, "residual");
+  auto dv = ToView<const void*>(kFn, delta, "delta");
+  auto gv = ToView<const void*>(kFn, gamma, "weight");
+  auto qv = ToView<void*>(kFn, q, "out");
   Run(kFn, [&] { glmnorm::AddRmsNormQuant(rv, dv, gv, qv, quant, opt); });
 }
 
@@ -231,31 +249,35 @@ void AddRmsNormQuant(const Desc& residual, const Desc& delta, const Desc& gamma,
 void RmsNormBackward(const Desc& x, const Desc& gamma, const Desc& dy, const Desc& dx,
                      const Desc& dgamma, const Desc& rstd, H eps, H rounding,
                      H weight_offset) {
-  auto opt = Options("glmnorm.rms_norm_backward", eps, rounding, weight_offset);
-  auto xv = ToView<const void*>(x, "x");
-  auto gv = ToView<const void*>(gamma, "weight");
-  auto dyv = ToView<const void*>(dy, "dy");
-  auto dxv = ToView<void*>(dx, "dx");
-  auto dgv = ToView<void*>(dgamma, "dweight");
-  auto rv = ToView<const void*>(rstd, "rstd");
-  Run("glmnorm.rms_norm_backward", [&] { glmnorm::RmsNormBackward(xv, gv, dyv, dxv, dgv, opt, rv); });
+  constexpr const char* kFn = "glmnorm.rms_norm_backward";
+  auto opt = Options(kFn, eps, rounding, weight_offset);
+  auto xv = ToView<const void*>(kFn, x, "x");
+  auto gv = ToView<const void*>(kFn, gamma, "weight");
+  auto dyv = ToView<const void*>(kFn, dy, "dy");
+  auto dxv = ToView<void*>(kFn, dx, "dx");
+  auto dgv = ToView<void*>(kFn, dgamma, "dweight");
+  auto rv = ToView<const void*>(kFn, rstd, "rstd");
+  Run(kFn, [&] { glmnorm::RmsNormBackward(xv, gv, dyv, dxv, dgv, opt, rv); }, {{"dx", "out"}});
 }
 
 void AddRmsNormBackward(const Desc& h, const Desc& gamma, const Desc& dy,
                         const Desc& d_residual_out, const Desc& d_h, const Desc& d_delta,
                         const Desc& dgamma, const Desc& rstd, H eps, H rounding,
                         H weight_offset, H normalize_rounded_sum) {
-  auto opt = AddOptions("glmnorm.add_rms_norm_backward", eps, rounding, weight_offset,
+  constexpr const char* kFn = "glmnorm.add_rms_norm_backward";
+  auto opt = AddOptions(kFn, eps, rounding, weight_offset,
                         normalize_rounded_sum);
-  auto hv = ToView<const void*>(h, "residual");
-  auto gv = ToView<const void*>(gamma, "weight");
-  auto dyv = ToView<const void*>(dy, "dy");
-  auto drv = ToView<const void*>(d_residual_out, "d_residual_out");
-  auto dhv = ToView<void*>(d_h, "d_residual");
-  auto ddv = ToView<void*>(d_delta, "d_delta");
-  auto dgv = ToView<void*>(dgamma, "dweight");
-  auto rv = ToView<const void*>(rstd, "rstd");
-  Run("glmnorm.add_rms_norm_backward", [&] { glmnorm::AddRmsNormBackward(hv, gv, dyv, drv, dhv, ddv, dgv, opt, rv); });
+  auto hv = ToView<const void*>(kFn, h, "residual");
+  auto gv = ToView<const void*>(kFn, gamma, "weight");
+  auto dyv = ToView<const void*>(kFn, dy, "dy");
+  auto drv = ToView<const void*>(kFn, d_residual_out, "d_residual_out");
+  auto dhv = ToView<void*>(kFn, d_h, "d_residual");
+  auto ddv = ToView<void*>(kFn, d_delta, "d_delta");
+  auto dgv = ToView<void*>(kFn, dgamma, "dweight");
+  auto rv = ToView<const void*>(kFn, rstd, "rstd");
+  // Python's out is the C++ d_h (the residual's gradient).
+  Run(kFn, [&] { glmnorm::AddRmsNormBackward(hv, gv, dyv, drv, dhv, ddv, dgv, opt, rv); },
+      {{"d_h", "out"}, {"h", "residual"}});
 }
 
 void QkNormBackward(const Desc& qkv, const Desc& dqkv_out, const Desc& dqkv_in,
@@ -265,13 +287,13 @@ void QkNormBackward(const Desc& qkv, const Desc& dqkv_out, const Desc& dqkv_in,
   constexpr const char* kFn = "glmnorm.qk_norm_backward";
   const glmnorm::QkHeads heads = Heads(kFn, num_q_heads, num_k_heads, num_v_heads, head_dim);
   auto opt = Options(kFn, eps, rounding, weight_offset);
-  auto in = ToView<const void*>(qkv, "qkv");
-  auto dout = ToView<const void*>(dqkv_out, "dqkv_out");
-  auto din = ToView<void*>(dqkv_in, "out");
-  auto qg = ToView<const void*>(q_gamma, "q_weight");
-  auto kg = ToView<const void*>(k_gamma, "k_weight");
-  auto dqg = ToView<void*>(dq_gamma, "dq_weight");
-  auto dkg = ToView<void*>(dk_gamma, "dk_weight");
+  auto in = ToView<const void*>(kFn, qkv, "qkv");
+  auto dout = ToView<const void*>(kFn, dqkv_out, "dqkv_out");
+  auto din = ToView<void*>(kFn, dqkv_in, "out");
+  auto qg = ToView<const void*>(kFn, q_gamma, "q_weight");
+  auto kg = ToView<const void*>(kFn, k_gamma, "k_weight");
+  auto dqg = ToView<void*>(kFn, dq_gamma, "dq_weight");
+  auto dkg = ToView<void*>(kFn, dk_gamma, "dk_weight");
   Run(kFn, [&] { glmnorm::QkNormBackward(in, dout, din, heads, qg, kg, dqg, dkg, opt); });
 }
 
@@ -332,22 +354,63 @@ NB_MODULE(_glmnorm, m) {
     }
   });
 
-  m.def("rms_norm", &RmsNorm);
-  m.def("add_rms_norm", &AddRmsNorm);
-  m.def("qk_norm", &QkNorm);
-  // scale may be None (dynamic per-token scales): nanobind refuses None unless told.
-  m.def("rms_norm_quant", &RmsNormQuant, nb::arg("x"), nb::arg("weight"), nb::arg("out"),
-        nb::arg("scale").none(), nb::arg("scales"), nb::arg("eps"), nb::arg("rounding"),
-        nb::arg("weight_offset"));
-  m.def("add_rms_norm_quant", &AddRmsNormQuant, nb::arg("residual"), nb::arg("delta"),
-        nb::arg("weight"), nb::arg("out"), nb::arg("scale").none(), nb::arg("scales"),
-        nb::arg("eps"), nb::arg("rounding"), nb::arg("weight_offset"),
-        nb::arg("normalize_rounded_sum"));
-  m.def("rms_norm_backward", &RmsNormBackward);
-  m.def("add_rms_norm_backward", &AddRmsNormBackward);
-  m.def("qk_norm_backward", &QkNormBackward);
+  // Every scalar is taken as a Python object and converted by the functions
+  // above: .none() lets None through to them (nanobind would otherwise refuse
+  // it with its signature dump instead of a message naming the argument).
+  auto a = [](const char* name) { return nb::arg(name); };
+  auto n = [](const char* name) { return nb::arg(name).none(); };
+  m.def("rms_norm", &RmsNorm, a("x"), a("weight"), a("out"), n("eps"), n("rounding"),
+        n("weight_offset"));
+  m.def("add_rms_norm", &AddRmsNorm, a("residual"), a("delta"), a("weight"), a("out"),
+        n("eps"), n("rounding"), n("weight_offset"), n("normalize_rounded_sum"));
+  m.def("qk_norm", &QkNorm, a("qkv"), a("out"), n("num_q_heads"), n("num_k_heads"),
+        n("num_v_heads"), n("head_dim"), a("q_weight"), a("k_weight"), n("eps"), n("rounding"),
+        n("weight_offset"), n("rotary_dim"), a("cos"), a("sin"), a("positions"));
+  m.def("rms_norm_quant", &RmsNormQuant, a("x"), a("weight"), a("out"), n("scale"),
+        a("scales"), n("eps"), n("rounding"), n("weight_offset"));
+  m.def("add_rms_norm_quant", &AddRmsNormQuant, a("residual"), a("delta"), a("weight"),
+        a("out"), n("scale"), a("scales"), n("eps"), n("rounding"), n("weight_offset"),
+        n("normalize_rounded_sum"));
+  m.def("rms_norm_backward", &RmsNormBackward, a("x"), a("weight"), a("dy"), a("dx"),
+        a("dweight"), a("rstd"), n("eps"), n("rounding"), n("weight_offset"));
+  m.def("add_rms_norm_backward", &AddRmsNormBackward, a("residual"), a("weight"), a("dy"),
+        a("d_residual_out"), a("d_residual"), a("d_delta"), a("dweight"), a("rstd"), n("eps"),
+        n("rounding"), n("weight_offset"), n("normalize_rounded_sum"));
+  m.def("qk_norm_backward", &QkNormBackward, a("qkv"), a("dqkv_out"), a("dqkv_in"),
+        n("num_q_heads"), n("num_k_heads"), n("num_v_heads"), n("head_dim"), a("q_weight"),
+        a("k_weight"), a("dq_weight"), a("dk_weight"), n("eps"), n("rounding"),
+        n("weight_offset"));
   m.def("output_dtype", &OutputDType);
-  m.def("set_num_threads", [](H n) { glmnorm::SetNumThreads(Int("glmnorm.set_num_threads", "n", n)); });
+  // check_args(fn, {name: value}): the scalar arguments of a call converted as
+  // every function here converts them (TypeError / ValueError naming fn and
+  // the argument); with eps, rounding and weight_offset all given, also the
+  // library's checks of the options. For Python code that takes arguments
+  // before any call (RMSNorm's constructor) or explains torch's own
+  // argument-parsing errors.
+  m.def("check_args", [](const char* fn, nb::dict args) {
+    auto get = [&](const char* name) { return args.contains(name) ? args[name] : nb::handle(); };
+    for (const char* name : {"num_q_heads", "num_k_heads", "num_v_heads", "head_dim",
+                             "rotary_dim"}) {
+      if (get(name).is_valid()) Int(fn, name, get(name));
+    }
+    if (get("scale").is_valid() && !get("scale").is_none()) Float(fn, "scale", get("scale"));
+    if (get("normalize_rounded_sum").is_valid()) {
+      Bool(fn, "normalize_rounded_sum", get("normalize_rounded_sum"));
+    }
+    if (get("rounding").is_valid()) RoundingOf(fn, get("rounding"));
+    for (const char* name : {"eps", "weight_offset"}) {
+      if (get(name).is_valid()) Float(fn, name, get(name));
+    }
+    if (get("eps").is_valid() && get("rounding").is_valid() && get("weight_offset").is_valid()) {
+      const glmnorm::NormOptions o = Options(fn, get("eps"), get("rounding"), get("weight_offset"));
+      Run(fn, [&] { glmnorm::CheckNormOptions(o); });
+    }
+  });
+  m.def("set_num_threads", [](H n) {
+    constexpr const char* kFn = "glmnorm.set_num_threads";
+    const int threads = Int(kFn, "n", n);
+    Run(kFn, [&] { glmnorm::SetNumThreads(threads); });
+  });
   m.def("num_threads", [] { return glmnorm::NumThreads(); });
   m.def("dtype_names", [] {
     std::vector<std::string> names;

@@ -33,8 +33,9 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <climits>
-
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,17 +44,22 @@
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
+#include "messages.h"
 
 namespace glmnorm_torch {
 namespace {
 
 // glmnorm::Error -> Python ValueError / TypeError by the error's kind,
-// prefixed with the op the user called.
-[[noreturn]] void Rethrow(const char* op, const glmnorm::Error& e) {
+// reworded for the op the user called (messages.h: its name and its
+// arguments' names; `renames` for this op's own).
+[[noreturn]] void Rethrow(const char* op, const glmnorm::Error& e,
+                          std::initializer_list<glmnorm_python::Rename> renames = {}) {
+  const std::string what =
+      glmnorm_python::PythonMessage(std::string("glmnorm.") + op, e.what(), renames);
   if (dynamic_cast<const glmnorm::DTypeError*>(&e) != nullptr) {
-    TORCH_CHECK_TYPE(false, "glmnorm.", op, ": ", e.what());
+    TORCH_CHECK_TYPE(false, what);
   }
-  TORCH_CHECK_VALUE(false, "glmnorm.", op, ": ", e.what());
+  TORCH_CHECK_VALUE(false, what);
 }
 
 glmnorm::DType Code(const char* op, const at::Tensor& t, const char* name) {
@@ -103,38 +109,6 @@ glmnorm::BasicTensorView<Ptr> View(const char* op, const at::Tensor& t, const ch
   return v;
 }
 
-// [..., W] as 2-D [rows, W] when the leading dims form rows of one stride
-// (QkNorm takes 2-D [tokens, QKV width]).
-template <typename Ptr>
-glmnorm::BasicTensorView<Ptr> Rows2d(const char* op, const at::Tensor& t, const char* name) {
-  glmnorm::BasicTensorView<Ptr> v = View<Ptr>(op, t, name);
-  if (v.rank == 2) return v;
-  const int d = v.rank;
-  int64_t rows = 1;
-  int64_t row_stride = v.shape[d - 1];
-  int64_t prev_stride = -1;
-  int64_t prev_size = 1;
-  for (int i = d - 2; i >= 0; --i) {
-    rows *= v.shape[i];
-    if (v.shape[i] == 1) continue;
-    if (prev_stride < 0) {
-      row_stride = v.stride[i];
-    } else {
-      TORCH_CHECK_VALUE(v.stride[i] == prev_stride * prev_size, "glmnorm.", op, ": ", name,
-                        ": the leading dims of ", t.sizes(), " with strides ", t.strides(),
-                        " do not form rows of one stride");
-    }
-    prev_stride = v.stride[i];
-    prev_size = v.shape[i];
-  }
-  v.rank = 2;
-  v.shape[0] = rows;
-  v.shape[1] = t.size(d - 1);
-  v.stride[0] = row_stride;
-  v.stride[1] = t.stride(d - 1);
-  return v;
-}
-
 // A tensor the op writes in place: bumps its version counter first (so that
 // autograd refuses a backward through its old value, as after x.add_()), and
 // this refuses an inference tensor outside inference mode, as PyTorch's own
@@ -172,18 +146,27 @@ at::Tensor NewOutput(at::IntArrayRef sizes, const at::TensorOptions& options) {
   return t;
 }
 
-glmnorm::NormOptions Options(double eps, c10::string_view rounding, double weight_offset) {
+// float arguments of the schema (double) -> the library's float32, refused
+// (not turned into inf) when finite but past float32's range.
+float Float(const char* op, double v, const char* name) {
+  TORCH_CHECK_VALUE(!std::isfinite(v) || std::fabs(v) <= FLT_MAX, "glmnorm.", op, ": ", name,
+                    " must fit in float32, got ", v);
+  return static_cast<float>(v);
+}
+
+glmnorm::NormOptions Options(const char* op, double eps, c10::string_view rounding,
+                             double weight_offset) {
   glmnorm::NormOptions o;
-  o.eps = static_cast<float>(eps);
+  o.eps = Float(op, eps, "eps");
   o.rounding = glmnorm::RoundingFromName(std::string_view(rounding.data(), rounding.size()));
-  o.weight_offset = static_cast<float>(weight_offset);
+  o.weight_offset = Float(op, weight_offset, "weight_offset");
   return o;
 }
 
-glmnorm::AddNormOptions AddOptions(double eps, c10::string_view rounding, double weight_offset,
-                                   bool normalize_rounded_sum) {
+glmnorm::AddNormOptions AddOptions(const char* op, double eps, c10::string_view rounding,
+                                   double weight_offset, bool normalize_rounded_sum) {
   glmnorm::AddNormOptions o;
-  static_cast<glmnorm::NormOptions&>(o) = Options(eps, rounding, weight_offset);
+  static_cast<glmnorm::NormOptions&>(o) = Options(op, eps, rounding, weight_offset);
   o.normalize_rounded_sum = normalize_rounded_sum;
   return o;
 }
@@ -192,7 +175,7 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps,
                    c10::string_view rounding, double weight_offset) {
   constexpr const char* kOp = "rms_norm";
   try {
-    const auto o = Options(eps, rounding, weight_offset);
+    const auto o = Options(kOp, eps, rounding, weight_offset);
     const auto xv = View<const void*>(kOp, x, "x");
     const auto wv = View<const void*>(kOp, weight, "weight");
     at::Tensor y = NewOutput(
@@ -210,7 +193,7 @@ at::Tensor AddRmsNorm(const at::Tensor& residual, const at::Tensor& delta,
                       double weight_offset, bool normalize_rounded_sum) {
   constexpr const char* kOp = "add_rms_norm";
   try {
-    const auto o = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
+    const auto o = AddOptions(kOp, eps, rounding, weight_offset, normalize_rounded_sum);
     const auto rv = View<void*>(kOp, residual, "residual");
     const auto dv = View<const void*>(kOp, delta, "delta");
     const auto wv = View<const void*>(kOp, weight, "weight");
@@ -253,14 +236,15 @@ void QkCall(const char* op, const at::Tensor& qkv, bool written_in_place,
       rope.sin = View<const void*>(op, *sin, "sin");
       if (positions.has_value()) rope.positions = View<const void*>(op, *positions, "positions");
     }
-    const auto out = Rows2d<void*>(op, qkv, "qkv");
+    const auto out = View<void*>(op, qkv, "qkv");
     const auto qw = View<const void*>(op, q_weight, "q_weight");
     const auto kw = View<const void*>(op, k_weight, "k_weight");
-    const auto o = Options(eps, rounding, weight_offset);
+    const auto o = Options(op, eps, rounding, weight_offset);
     if (written_in_place) MarkWritten(qkv);
     glmnorm::QkNorm(glmnorm::AsConst(out), out, heads, qw, kw, o, rope);
   } catch (const glmnorm::Error& e) {
-    Rethrow(op, e);
+    // Both views are the user's qkv (in place), or its copy (functional).
+    Rethrow(op, e, {{"qkv_in", "qkv"}, {"qkv_out", "qkv"}});
   }
 }
 
@@ -306,7 +290,7 @@ glmnorm::QuantOptions Quant(const char* op, std::optional<double> scale,
   glmnorm::QuantOptions q;
   if (scale.has_value()) {
     q.scaling = glmnorm::QuantScaling::kStatic;
-    q.scale = static_cast<float>(*scale);
+    q.scale = Float(op, *scale, "scale");
   } else {
     q.scaling = glmnorm::QuantScaling::kDynamicPerToken;
     q.scales = View<void*>(op, scales, "scales");
@@ -322,7 +306,7 @@ std::tuple<at::Tensor, at::Tensor> RmsNormQuant(const at::Tensor& x, const at::T
   constexpr const char* kOp = "rms_norm_quant";
   auto [q, scales] = QuantBuffers(kOp, x, dtype, scale);
   try {
-    const auto o = Options(eps, rounding, weight_offset);
+    const auto o = Options(kOp, eps, rounding, weight_offset);
     const auto xv = View<const void*>(kOp, x, "x");
     const auto wv = View<const void*>(kOp, weight, "weight");
     glmnorm::RmsNormQuant(xv, wv, View<void*>(kOp, q, "out"), Quant(kOp, scale, scales), o);
@@ -340,7 +324,7 @@ std::tuple<at::Tensor, at::Tensor> AddRmsNormQuant(
   constexpr const char* kOp = "add_rms_norm_quant";
   auto [q, scales] = QuantBuffers(kOp, residual, dtype, scale);
   try {
-    const auto o = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
+    const auto o = AddOptions(kOp, eps, rounding, weight_offset, normalize_rounded_sum);
     const auto rv = View<void*>(kOp, residual, "residual");
     const auto dv = View<const void*>(kOp, delta, "delta");
     const auto wv = View<const void*>(kOp, weight, "weight");
@@ -366,7 +350,7 @@ std::tuple<at::Tensor, at::Tensor> RmsNormBackward(const at::Tensor& x, const at
                                                    double weight_offset) {
   constexpr const char* kOp = "rms_norm_backward";
   try {
-    const auto o = Options(eps, rounding, weight_offset);
+    const auto o = Options(kOp, eps, rounding, weight_offset);
     const auto xv = View<const void*>(kOp, x, "x");
     const auto wv = View<const void*>(kOp, weight, "weight");
     const auto dyv = View<const void*>(kOp, dy, "dy");
@@ -390,13 +374,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> QkNormBackward(
   constexpr const char* kOp = "qk_norm_backward";
   try {
     const glmnorm::QkHeads heads = Heads(kOp, num_q_heads, num_k_heads, num_v_heads, head_dim);
-    const auto o = Options(eps, rounding, weight_offset);
+    const auto o = Options(kOp, eps, rounding, weight_offset);
     at::Tensor din = NewOutput(qkv.sizes(), qkv.options());
     din.copy_(dqkv);
     at::Tensor dq = at::empty(q_weight.sizes(), q_weight.options());
     at::Tensor dk = at::empty(k_weight.sizes(), k_weight.options());
-    const auto qv = Rows2d<const void*>(kOp, qkv, "qkv");
-    const auto d = Rows2d<void*>(kOp, din, "dqkv");
+    const auto qv = View<const void*>(kOp, qkv, "qkv");
+    const auto d = View<void*>(kOp, din, "dqkv");
     glmnorm::QkNormBackward(qv, glmnorm::AsConst(d), d, heads,
                             View<const void*>(kOp, q_weight, "q_weight"),
                             View<const void*>(kOp, k_weight, "k_weight"),
@@ -404,7 +388,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> QkNormBackward(
                             o);
     return {din, dq, dk};
   } catch (const glmnorm::Error& e) {
-    Rethrow(kOp, e);
+    Rethrow(kOp, e, {{"dqkv_in", "dqkv"}});  // dqkv_in is the op's copy of dqkv
   }
 }
 

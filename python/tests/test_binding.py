@@ -122,13 +122,82 @@ def test_wrong_python_types_name_the_function_and_argument():
     with pytest.raises(TypeError, match=r"glmnorm.qk_norm: num_q_heads must be an int, got "
                                         r"float"):
         glmnorm.qk_norm(x, w[:16], w[:16], **dict(_QK, num_q_heads=2.0))
-    # torch ops: the dispatcher's own check names the op and the argument
-    with pytest.raises((TypeError, RuntimeError), match=r"rms_norm.*eps"):
+    with pytest.raises(TypeError, match=r"glmnorm.rms_norm: eps must be a float, got NoneType"):
+        glmnorm.rms_norm(x, w, eps=None)  # None reaches the conversion, not nanobind's dispatch
+    with pytest.raises(TypeError, match=r"glmnorm.rms_norm: eps must be a float, got bool"):
+        glmnorm.rms_norm(x, w, eps=True)
+    with pytest.raises(TypeError, match=r"glmnorm.rms_norm: x: expected a numpy array"):
+        glmnorm.rms_norm(None, w)
+    with pytest.raises(TypeError, match=r"glmnorm.rms_norm_quant: dtype: unknown dtype name"):
+        glmnorm.rms_norm_quant(x, w, dtype="fp4")
+    # glmnorm.torch's functions and RMSNorm: the same messages as the package
+    with pytest.raises(TypeError, match=r"^glmnorm.rms_norm: eps must be a float, got str$"):
+        gt.rms_norm(x, w, eps="1e-5")
+    with pytest.raises(TypeError, match=r"^glmnorm.rms_norm: x must be a torch.Tensor, got list"):
+        gt.rms_norm(x.tolist(), w)
+    with pytest.raises(TypeError, match=r"^glmnorm.qk_norm: num_q_heads must be an int, got "
+                                        r"float$"):
+        gt.qk_norm(x, w[:16], w[:16], 2.0, 1, 1, 16)
+    with pytest.raises(TypeError, match=r"^glmnorm.add_rms_norm: normalize_rounded_sum must be "
+                                        r"a bool"):
+        gt.add_rms_norm(x.clone(), x, w, 1e-5, "cast-then-scale", 0.0, "yes")
+    with pytest.raises(TypeError, match=r"^glmnorm.torch.RMSNorm: eps must be a float, got str"):
+        gt.RMSNorm(64, eps="1e-5")
+    with pytest.raises(TypeError, match=r"^patch_glm4_moe: model must be a torch.nn.Module"):
+        gt.patch_glm4_moe(None)
+    # torch.ops.glmnorm.* called directly: the dispatcher's own check (as every torch op)
+    with pytest.raises(RuntimeError, match=r"rms_norm.*eps"):
         OPS.rms_norm(x, w, "1e-5")
-    with pytest.raises((TypeError, RuntimeError), match=r"qk_norm.*num_q_heads"):
-        OPS.qk_norm(x, w[:16], w[:16], 96.0, 1, 1, 16)
-    for msg in _messages(lambda: glmnorm.rms_norm(x, w, eps="1e-5")):
-        assert "incompatible function arguments" not in msg  # no nanobind signature dump
+    for call in (lambda: glmnorm.rms_norm(x, w, eps="1e-5"),
+                 lambda: glmnorm.rms_norm(x, w, eps=None), lambda: gt.rms_norm(x, w, eps=None)):
+        for msg in _messages(call):
+            assert "incompatible function arguments" not in msg  # no nanobind signature dump
+            assert "Declaration:" not in msg  # no torch schema dump
+
+
+@pytest.mark.parametrize("call", ["package", "op", "module"])
+def test_values_are_checked_by_the_library_with_python_names(call):
+    x, w = torch.randn(2, 64), torch.ones(64)
+    f = {"package": lambda **kw: glmnorm.rms_norm(x, w, **kw),
+         "op": lambda **kw: gt.rms_norm(x, w, **kw),
+         "module": lambda eps: gt.RMSNorm(64, eps=eps)}[call]
+    fn = "glmnorm.torch.RMSNorm" if call == "module" else "glmnorm.rms_norm"
+    with pytest.raises(ValueError, match=rf"^{fn}: eps must be finite and >= 0 \(GLM-4.5: "
+                                         r"1e-5\), got -1$"):
+        f(eps=-1.0)
+    # a finite double past float32 is named by its own value, not reported as inf
+    with pytest.raises(ValueError, match=rf"^{fn}: eps must fit in float32, got 1e\+300$"):
+        f(eps=1e300)
+
+
+def test_cpp_argument_names_are_spelled_as_python_spells_them():
+    x, w = torch.randn(2, 8), torch.ones(8)
+    for f in (glmnorm.rms_norm, OPS.rms_norm):
+        with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: weight length must equal the "
+                                             r"width 8, got 7$"):
+            f(x, torch.ones(7))
+    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: out shape must equal x shape "
+                                         r"\[2, 8\], got \[2, 7\]$"):
+        glmnorm.rms_norm(x, w, out=torch.empty(2, 7))
+    qkv = torch.randn(3, 32, dtype=torch.bfloat16)
+    g16 = torch.ones(8, dtype=torch.float16)
+    with pytest.raises(TypeError, match=r"^glmnorm.qk_norm_: q_weight.dtype must be f32 or "
+                                        r"qkv's dtype bf16, got f16$"):
+        OPS.qk_norm_(qkv, g16, g16, 2, 1, 1, 8)
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm: cos must be 2-D"):
+        glmnorm.qk_norm(qkv, g16.bfloat16(), g16.bfloat16(), num_q_heads=2, num_k_heads=1,
+                        num_v_heads=1, head_dim=8, rotary_dim=4, cos=torch.ones(10, 3),
+                        sin=torch.ones(10, 2), out=qkv)
+    for msg in _messages(lambda: glmnorm.rms_norm(x, torch.ones(7))):
+        assert "gamma" not in msg and "RmsNorm" not in msg
+
+
+def test_checkpoint_path_kinds():
+    with pytest.raises(TypeError, match=r"^glmnorm.Checkpoint: path must be a str or "
+                                        r"os.PathLike, got NoneType$"):
+        glmnorm.Checkpoint(None)
+    with pytest.raises(ValueError, match=r"/nonexistent/config.json: cannot open"):
+        glmnorm.Checkpoint(b"/nonexistent")  # bytes paths are decoded as os.fsdecode does
 
 
 def _messages(fn):
@@ -139,22 +208,48 @@ def _messages(fn):
     return []
 
 
-def test_rank5_input_is_reported_under_its_own_name():
+def test_rank5_input_is_refused_alike_everywhere():
     x5 = torch.randn(1, 1, 1, 2, 64)
-    with pytest.raises(ValueError, match=r"glmnorm.rms_norm: x: rank must be 1..4, got 5"):
+    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x: rank must be 1..4, got 5"):
         OPS.rms_norm(x5, torch.ones(64))
-    with pytest.raises(ValueError, match=r"x: rank must be at most 4"):
+    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x: rank must be 1..4, got 5"):
         glmnorm.rms_norm(x5, torch.ones(64))
+    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x: rank must be 1..4, got 5"):
+        gt.RMSNorm(64)(x5)
+
+
+@pytest.mark.parametrize("shape", [(32,), (6, 32), (2, 3, 32), (3, 1, 2, 32)])
+def test_qk_norm_takes_rank_1_to_4_in_every_front_end(shape):
+    """The leading dims are the tokens (the C++ library's rule, QkNorm): every front end
+    gives the bits of the 2-D call."""
+    gen = torch.Generator().manual_seed(15)
+    qkv = torch.randn(shape, generator=gen).bfloat16()
+    qw = torch.rand(8, generator=gen).bfloat16() + 0.5
+    kw = torch.rand(8, generator=gen).bfloat16() + 0.5
+    heads = dict(num_q_heads=2, num_k_heads=1, num_v_heads=1, head_dim=8)
+    want = glmnorm.qk_norm(qkv.reshape(-1, 32), qw, kw, **heads).reshape(shape)
+    assert torch.equal(glmnorm.qk_norm(qkv, qw, kw, **heads), want)
+    assert torch.equal(OPS.qk_norm(qkv, qw, kw, 2, 1, 1, 8), want)
+    inplace = qkv.clone()
+    OPS.qk_norm_(inplace, qw, kw, 2, 1, 1, 8)
+    assert torch.equal(inplace, want)
+    dqkv = torch.randn(shape, generator=gen).bfloat16()
+    d2 = OPS.qk_norm_backward(qkv.reshape(-1, 32), qw, kw, dqkv.reshape(-1, 32), 2, 1, 1, 8)
+    dn = OPS.qk_norm_backward(qkv, qw, kw, dqkv, 2, 1, 1, 8)
+    assert torch.equal(dn[0], d2[0].reshape(shape))
+    assert torch.equal(dn[1], d2[1]) and torch.equal(dn[2], d2[2])
 
 
 def test_error_kind_comes_from_the_library_not_the_text():
     x, w = torch.randn(2, 64, dtype=torch.bfloat16), torch.ones(64, dtype=torch.bfloat16)
-    with pytest.raises(TypeError, match="glmnorm.rms_norm: RmsNorm: y.dtype must be bf16"):
+    with pytest.raises(TypeError, match="glmnorm.rms_norm: out.dtype must be bf16"):
         glmnorm.rms_norm(x, w, out=torch.empty(2, 64))
-    with pytest.raises(TypeError, match="glmnorm.add_rms_norm: AddRmsNorm: delta.dtype"):
+    with pytest.raises(TypeError, match="glmnorm.add_rms_norm: delta.dtype"):
         OPS.add_rms_norm(x.clone(), torch.randn(2, 64, dtype=torch.float16), w)
-    with pytest.raises(ValueError, match="glmnorm.rms_norm: RmsNorm: gamma length"):
+    with pytest.raises(ValueError, match="glmnorm.rms_norm: weight length"):
         OPS.rms_norm(x, w[:32])
+    with pytest.raises(TypeError, match="glmnorm.rms_norm_backward: out.dtype must be"):
+        glmnorm.rms_norm_backward(x, w, x, out=torch.empty(2, 64, dtype=torch.float16))
     with pytest.raises(ValueError, match="rounding must be 'cast-then-scale' or 'single'"):
         OPS.rms_norm(x, w, 1e-5, "twice")
     with pytest.raises(ValueError, match="eps must be finite"):

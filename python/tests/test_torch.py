@@ -79,7 +79,7 @@ def test_ops_equal_the_package_functions(gen):
 def test_op_errors_are_value_and_type_errors(gen):
     x = rows(gen, (2, 64), torch.bfloat16)
     w = gammas(gen, 64, torch.bfloat16)
-    with pytest.raises(ValueError, match="gamma length must equal the width 64, got 32"):
+    with pytest.raises(ValueError, match="weight length must equal the width 64, got 32"):
         OPS.rms_norm(x, w[:32])
     with pytest.raises(ValueError, match="rounding must be"):
         OPS.rms_norm(x, w, 1e-5, "twice")

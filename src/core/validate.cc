@@ -70,6 +70,37 @@ template void View(const char*, const char*, const TensorView&);
 template void View(const char*, const char*, const ConstTensorView&);
 
 template <typename Ptr>
+BasicTensorView<Ptr> Rows(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
+  View(fn, name, v);
+  if (v.rank == 2) return v;
+  BasicTensorView<Ptr> r = v;
+  const int last = v.rank - 1;
+  r.rank = 2;
+  r.shape[0] = 1;
+  r.shape[1] = v.shape[last];
+  r.stride[1] = v.stride[last];
+  r.stride[0] = v.shape[last];  // one row: any stride >= the width
+  int64_t inner_stride = -1, inner_size = 1;  // the innermost leading dim seen so far
+  for (int i = last - 1; i >= 0; --i) {
+    r.shape[0] *= v.shape[i];  // no overflow: View bounded the element count
+    if (v.shape[i] == 1) continue;
+    if (inner_stride < 0) {
+      r.stride[0] = v.stride[i];
+    } else if (v.stride[i] != inner_stride * inner_size) {
+      Fail(fn, std::string(name) + ": the leading dims of shape " + ShapeString(v.shape, v.rank) +
+                   " with strides " + ShapeString(v.stride, v.rank) +
+                   " do not form rows of one stride");
+    }
+    inner_stride = v.stride[i];
+    inner_size = v.shape[i];
+  }
+  for (int i = 2; i < kMaxRank; ++i) r.shape[i] = 0, r.stride[i] = 0;
+  return r;
+}
+template TensorView Rows(const char*, const char*, const TensorView&);
+template ConstTensorView Rows(const char*, const char*, const ConstTensorView&);
+
+template <typename Ptr>
 void Output(const char* fn, const char* name, const BasicTensorView<Ptr>& v) {
   if (Empty(v)) return;
   struct Dim {
@@ -281,5 +312,7 @@ Rounding RoundingFromName(std::string_view name) {
   if (name == "single") return Rounding::kSingle;
   throw Error("rounding must be 'cast-then-scale' or 'single', got '" + std::string(name) + "'");
 }
+
+void CheckNormOptions(const NormOptions& options) { validate::Options("NormOptions", options); }
 
 }  // namespace glmnorm

@@ -45,6 +45,14 @@ bool Empty(const BasicTensorView<Ptr>& v) {
   return false;
 }
 
+// A view [..., W] of rank 1..4 as 2-D [rows, W], rows = the product of the
+// leading dims, when those dims address rows of one stride (dims of size 1
+// ignored; rank 1 is one row). QkNorm and QkNormBackward take their QKV views
+// this way, so [tokens, width] and [batch, seq, width] work alike. Fails
+// (naming `name`, its shape and strides) when the leading dims do not compose.
+template <typename Ptr>
+BasicTensorView<Ptr> Rows(const char* fn, const char* name, const BasicTensorView<Ptr>& v);
+
 // 1-D contiguous gamma of `width` float elements (null data only if width 0).
 void Gamma(const char* fn, const char* name, const ConstTensorView& g, int64_t width);
 

@@ -33,7 +33,7 @@ void AddRmsNormBackward(const ConstTensorView& h, const ConstTensorView& gamma,
   a.dx_name = "d_h";
   detail::ValidateNormBackward(kFn, a, options);
   if (d_h.dtype != h.dtype) {
-    validate::Fail(kFn, "d_h.dtype must be " + std::string(Name(h.dtype)) +
+    validate::FailDType(kFn, "d_h.dtype must be " + std::string(Name(h.dtype)) +
                             " (the residual's dtype), got " + std::string(Name(d_h.dtype)));
   }
   if (!options.normalize_rounded_sum && h.dtype != DType::kF32) {

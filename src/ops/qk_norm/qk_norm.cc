@@ -20,7 +20,6 @@ template <typename Ptr>
 void ValidateQkv(const char* name, const BasicTensorView<Ptr>& v, int64_t width,
                  const QkHeads& h) {
   const std::string n(name);
-  if (v.rank != 2) validate::Fail(kFn, n + " must be 2-D [tokens, QKV width], got rank " + Str(v.rank));
   validate::Activation(kFn, name, v);
   if (v.width() != width) {
     validate::Fail(kFn, n + " width must be (num_q_heads + num_k_heads + num_v_heads) * head_dim = (" +
@@ -58,10 +57,12 @@ void ValidateTable(const char* name, const ConstTensorView& t, int64_t half) {
 
 }  // namespace
 
-void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHeads& heads,
-            const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
+void QkNorm(const ConstTensorView& qkv_in_any, const TensorView& qkv_out_any,
+            const QkHeads& heads, const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
             const NormOptions& options, const Rope& rope, const Execution& execution) {
   validate::Options(kFn, options);
+  const ConstTensorView qkv_in = validate::Rows(kFn, "qkv_in", qkv_in_any);
+  const TensorView qkv_out = validate::Rows(kFn, "qkv_out", qkv_out_any);
   if (heads.head_dim < 1) validate::Fail(kFn, "heads.head_dim must be >= 1, got " + Str(heads.head_dim));
   if (heads.num_q_heads < 0 || heads.num_k_heads < 0 || heads.num_v_heads < 0) {
     validate::Fail(kFn, "heads.num_q_heads, num_k_heads and num_v_heads must be >= 0, got " +

@@ -168,6 +168,57 @@ TEST(QkNorm, InPlaceMatchesOutOfPlaceAndKeepsV) {
   });
 }
 
+// [..., W] views of rank 1, 3 and 4 whose leading dims form rows give the
+// bits of the 2-D [tokens, W] call (the tokens are the product of the
+// leading dims); leading dims that do not form rows are refused by name.
+TEST(QkNorm, LeadingDimsAreTokens) {
+  const QkCombo c = Combos().front();
+  const QkHeads h{2, 1, 1, 8};
+  NormOptions opt;
+  opt.rounding = c.rounding;
+  QkSetup s(c, h, 6, 3);  // 6 tokens, row stride width + 3
+  Buffer want(c.o, s.tokens * s.stride), got(c.o, s.tokens * s.stride);
+  QkNorm(s.In(), Rows(want.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(), s.KG(), opt);
+  auto shaped = [&](auto* data, DType dt, std::vector<int64_t> lead) {
+    using Ptr = decltype(data);
+    BasicTensorView<Ptr> v;
+    v.data = data;
+    v.dtype = dt;
+    v.rank = static_cast<int>(lead.size()) + 1;
+    int64_t stride = s.stride;
+    v.shape[v.rank - 1] = s.width;
+    v.stride[v.rank - 1] = 1;
+    for (int i = v.rank - 2; i >= 0; --i) {
+      v.shape[i] = lead[i];
+      v.stride[i] = stride;
+      stride *= lead[i];
+    }
+    return v;
+  };
+  for (const std::vector<int64_t>& lead :
+       std::vector<std::vector<int64_t>>{{2, 3}, {3, 1, 2}, {1, 6}, {6}}) {
+    std::fill(got.bytes.begin(), got.bytes.end(), 0);
+    QkNorm(shaped(static_cast<const void*>(s.in.data()), c.t, lead),
+           shaped(static_cast<void*>(got.data()), c.o, lead), h, s.QG(), s.KG(), opt);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size * SizeOf(c.o)))
+        << "leading dims of rank " << lead.size();
+  }
+  // One token as a rank-1 view.
+  Buffer one(c.o, s.width);
+  QkNorm(Contiguous<const void*>(s.in.data(), c.t, {s.width}),
+         Contiguous<void*>(one.data(), c.o, {s.width}), h, s.QG(), s.KG(), opt);
+  EXPECT_EQ(0, std::memcmp(one.data(), want.data(), one.size * SizeOf(c.o))) << "rank 1";
+  // [2, 3, W] whose outer stride is not 3 rows: refused, naming the view.
+  auto bad = shaped(static_cast<void*>(got.data()), c.o, {2, 3});
+  bad.stride[0] = s.stride * 2;  // 3 rows per outer step, 2 rows apart: no single row stride
+  try {
+    QkNorm(s.In(), bad, h, s.QG(), s.KG(), opt);
+    ADD_FAILURE() << "no error for leading dims that do not form rows";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("QkNorm: qkv_out: the leading dims of shape [2, 3, 32]"));
+  }
+}
+
 // ---------------------------------------------------------------- RoPE
 
 struct RopeTables {

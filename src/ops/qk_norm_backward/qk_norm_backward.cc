@@ -39,8 +39,8 @@ BasicTensorView<Ptr> Heads(const BasicTensorView<Ptr>& qkv, int64_t first_head, 
 
 }  // namespace
 
-void QkNormBackward(const ConstTensorView& qkv, const ConstTensorView& dqkv_out,
-                    const TensorView& dqkv_in, const QkHeads& heads,
+void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_out_any,
+                    const TensorView& dqkv_in_any, const QkHeads& heads,
                     const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
                     const TensorView& dq_gamma, const TensorView& dk_gamma,
                     const NormOptions& options, const Workspace& workspace,
@@ -50,12 +50,16 @@ void QkNormBackward(const ConstTensorView& qkv, const ConstTensorView& dqkv_out,
     validate::Fail(kFn, "heads must have head_dim >= 1 and head counts >= 0, got head_dim " +
                             std::to_string(heads.head_dim));
   }
+  // [..., W] views of rank 1..4 as [tokens, W], as QkNorm takes them.
+  const ConstTensorView qkv = validate::Rows(kFn, "qkv", qkv_any);
+  const ConstTensorView dqkv_out = validate::Rows(kFn, "dqkv_out", dqkv_out_any);
+  const TensorView dqkv_in = validate::Rows(kFn, "dqkv_in", dqkv_in_any);
   const int64_t total = int64_t{heads.num_q_heads} + heads.num_k_heads + heads.num_v_heads;
   for (const auto* v : {&qkv, &dqkv_out}) {
     const char* name = v == &qkv ? "qkv" : "dqkv_out";
     validate::Activation(kFn, name, *v);
-    if (v->rank != 2 || v->shape[1] != total * heads.head_dim) {
-      validate::Fail(kFn, std::string(name) + " must be 2-D [tokens, " +
+    if (v->shape[1] != total * heads.head_dim) {
+      validate::Fail(kFn, std::string(name) + " must be [..., " +
                               std::to_string(total * heads.head_dim) + "], got shape " +
                               validate::ShapeString(v->shape, v->rank));
     }
@@ -64,7 +68,7 @@ void QkNormBackward(const ConstTensorView& qkv, const ConstTensorView& dqkv_out,
   validate::SameShape(kFn, "qkv", qkv, "dqkv_in", dqkv_in);
   validate::SameShape(kFn, "qkv", qkv, "dqkv_out", dqkv_out);
   if (dqkv_in.dtype != qkv.dtype) {
-    validate::Fail(kFn, "dqkv_in.dtype must be " + std::string(Name(qkv.dtype)) +
+    validate::FailDType(kFn, "dqkv_in.dtype must be " + std::string(Name(qkv.dtype)) +
                             " (qkv's dtype), got " + std::string(Name(dqkv_in.dtype)));
   }
   const int64_t hd = heads.head_dim;

@@ -114,7 +114,7 @@ TEST(QkNormBackward, Errors) {
     }
   };
   expect([&] { QkNormBackward(qv, AsConst(dv), dv, QkHeads{2, 1, 2, 4}, gv, gv, dq, dk); },
-         "qkv must be 2-D [tokens, 20], got shape [2, 16]");
+         "qkv must be [..., 20], got shape [2, 16]");
   expect([&] { QkNormBackward(qv, AsConst(dv), dv, heads, gv, gv, dq, dq); },
          "dk_gamma must not be the same memory as dq_gamma");
   expect([&] {

@@ -65,7 +65,7 @@ void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormO
   validate::Gamma(fn, "gamma", a.gamma, a.x.width());
   validate::OutputDType(fn, a.dy_name, a.dy.dtype, a.gamma.dtype, a.x.dtype, options.rounding);
   if (a.dx.dtype != a.x.dtype && a.dx.dtype != DType::kF32) {
-    validate::Fail(fn, std::string(a.dx_name) + ".dtype must be " +
+    validate::FailDType(fn, std::string(a.dx_name) + ".dtype must be " +
                            std::string(Name(a.x.dtype)) + " (" + a.x_name +
                            "'s dtype) or f32, got " + std::string(Name(a.dx.dtype)));
   }
@@ -80,14 +80,14 @@ void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormO
                              ", got shape " + validate::ShapeString(a.rstd.shape, a.rstd.rank));
     }
     if (a.rstd.dtype != DType::kF32) {
-      validate::Fail(fn, "rstd.dtype must be f32, got " + std::string(Name(a.rstd.dtype)));
+      validate::FailDType(fn, "rstd.dtype must be f32, got " + std::string(Name(a.rstd.dtype)));
     }
   }
   if (a.dres.rank != 0) {
     validate::Activation(fn, "d_residual_out", a.dres);
     validate::SameShape(fn, a.x_name, a.x, "d_residual_out", a.dres);
     if (a.dres.dtype != a.dx.dtype) {
-      validate::Fail(fn, "d_residual_out.dtype must be " + std::string(Name(a.dx.dtype)) +
+      validate::FailDType(fn, "d_residual_out.dtype must be " + std::string(Name(a.dx.dtype)) +
                              " (" + a.dx_name + "'s dtype), got " +
                              std::string(Name(a.dres.dtype)));
     }
