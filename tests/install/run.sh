@@ -16,3 +16,22 @@ PKG_CONFIG_PATH="$libdir" c++ -std=c++20 "$root/tests/install/consumer/main.cc" 
   -o "$work/consumer_pc" $(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs glmnorm)
 "$work/consumer_pc" "$root/tests/data/tiny_glm45"
 echo "install test: find_package and pkg-config consumers passed"
+
+# Every ```cpp block of the README is a whole program: built against the
+# installed package with pkg-config and run (it must exit 0).
+mkdir -p "$work/readme"
+python3 - "$root/README.md" "$work/readme" <<'PY'
+import re, sys
+blocks = re.findall(r"```cpp\n(.*?)```", open(sys.argv[1]).read(), re.S)
+assert blocks, "README.md has no ```cpp block"
+for i, block in enumerate(blocks):
+    open(f"{sys.argv[2]}/example_{i}.cc", "w").write(block)
+PY
+for src in "$work"/readme/example_*.cc; do
+  PKG_CONFIG_PATH="$libdir" c++ -std=c++20 -Wall -Werror "$src" -o "${src%.cc}" \
+    $(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs glmnorm) ||
+    { echo "README C++ example $(basename "$src") does not build"; exit 1; }
+  rc=0; "${src%.cc}" || rc=$?
+  [ "$rc" = 0 ] || { echo "README C++ example $(basename "$src") exited $rc"; exit 1; }
+done
+echo "install test: $(ls "$work"/readme/example_*.cc | wc -l) README C++ examples built and ran"
