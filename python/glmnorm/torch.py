@@ -187,17 +187,20 @@ def _(qkv, q_weight, k_weight, dqkv, *args, **kwargs):
 
 # --- Python entry points (thin wrappers over torch.ops.glmnorm) -------------------------
 
-def _explain(op, error, tensors, scalars):
+def _explain(op, error, args):
     """Re-raises torch's RuntimeError for an argument of the wrong Python type (the
     dispatcher's message quotes the whole schema) as the TypeError / ValueError the
     package's functions give, naming the op and the argument; any other error as it was.
-    Runs only after a call failed: the calls that succeed pay nothing for it."""
+    `args`: the wrapper's arguments by name (its locals()). Runs only after a call failed:
+    the calls that succeed pay nothing for it."""
     fn = f"glmnorm.{op}"
-    for name, t in tensors.items():
-        if t is not None and not isinstance(t, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}"
-                            ) from None
-    _ext.check_args(fn, scalars)  # the package's conversion rules (raise on a bad one)
+    for a in getattr(torch.ops.glmnorm, op).default._schema.arguments:
+        value = args.get(a.name)
+        if str(a.type).startswith("Tensor") and value is not None and not isinstance(
+                value, torch.Tensor):
+            raise TypeError(f"{fn}: {a.name} must be a torch.Tensor, got "
+                            f"{type(value).__name__}") from None
+    _ext.check_args(fn, args)  # the package's conversion rules (raise on a bad one)
     raise error
 
 
@@ -206,8 +209,7 @@ def rms_norm(x, weight, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0)
     try:
         return torch.ops.glmnorm.rms_norm(x, weight, eps, rounding, weight_offset)
     except RuntimeError as e:
-        _explain("rms_norm", e, dict(x=x, weight=weight),
-                 dict(eps=eps, rounding=rounding, weight_offset=weight_offset))
+        _explain("rms_norm", e, locals())
 
 
 def add_rms_norm(residual, delta, weight, eps=1e-5, rounding="cast-then-scale",
@@ -217,18 +219,7 @@ def add_rms_norm(residual, delta, weight, eps=1e-5, rounding="cast-then-scale",
         return torch.ops.glmnorm.add_rms_norm(residual, delta, weight, eps, rounding,
                                               weight_offset, normalize_rounded_sum)
     except RuntimeError as e:
-        _explain("add_rms_norm", e, dict(residual=residual, delta=delta, weight=weight),
-                 dict(eps=eps, rounding=rounding, weight_offset=weight_offset,
-                      normalize_rounded_sum=normalize_rounded_sum))
-
-
-def _qk_args(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
-             rounding, weight_offset, rotary_dim, cos, sin, positions):
-    return (dict(qkv=qkv, q_weight=q_weight, k_weight=k_weight, cos=cos, sin=sin,
-                 positions=positions),
-            dict(num_q_heads=num_q_heads, num_k_heads=num_k_heads, num_v_heads=num_v_heads,
-                 head_dim=head_dim, eps=eps, rounding=rounding, weight_offset=weight_offset,
-                 rotary_dim=rotary_dim))
+        _explain("add_rms_norm", e, locals())
 
 
 def qk_norm_(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim,
@@ -236,12 +227,12 @@ def qk_norm_(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, hea
              sin=None, positions=None):
     """torch.ops.glmnorm.qk_norm_: QK-norm (+ RoPE) of a fused QKV tensor in place; v
     untouched. Returns qkv."""
-    args = (qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
-            rounding, weight_offset, rotary_dim, cos, sin, positions)
     try:
-        torch.ops.glmnorm.qk_norm_(*args)
+        torch.ops.glmnorm.qk_norm_(qkv, q_weight, k_weight, num_q_heads, num_k_heads,
+                                   num_v_heads, head_dim, eps, rounding, weight_offset,
+                                   rotary_dim, cos, sin, positions)
     except RuntimeError as e:
-        _explain("qk_norm_", e, *_qk_args(*args))
+        _explain("qk_norm_", e, locals())
     return qkv
 
 
@@ -249,12 +240,12 @@ def qk_norm(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head
             eps=1e-5, rounding="cast-then-scale", weight_offset=0.0, rotary_dim=0, cos=None,
             sin=None, positions=None):
     """torch.ops.glmnorm.qk_norm: out-of-place qk_norm_ (a new tensor, v copied)."""
-    args = (qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
-            rounding, weight_offset, rotary_dim, cos, sin, positions)
     try:
-        return torch.ops.glmnorm.qk_norm(*args)
+        return torch.ops.glmnorm.qk_norm(qkv, q_weight, k_weight, num_q_heads, num_k_heads,
+                                         num_v_heads, head_dim, eps, rounding, weight_offset,
+                                         rotary_dim, cos, sin, positions)
     except RuntimeError as e:
-        _explain("qk_norm", e, *_qk_args(*args))
+        _explain("qk_norm", e, locals())
 
 
 def rms_norm_quant(x, weight, dtype=torch.float8_e4m3fn, scale=None, eps=1e-5,
@@ -264,8 +255,7 @@ def rms_norm_quant(x, weight, dtype=torch.float8_e4m3fn, scale=None, eps=1e-5,
         return torch.ops.glmnorm.rms_norm_quant(x, weight, dtype, scale, eps, rounding,
                                                 weight_offset)
     except RuntimeError as e:
-        _explain("rms_norm_quant", e, dict(x=x, weight=weight),
-                 dict(scale=scale, eps=eps, rounding=rounding, weight_offset=weight_offset))
+        _explain("rms_norm_quant", e, locals())
 
 
 def add_rms_norm_quant(residual, delta, weight, dtype=torch.float8_e4m3fn, scale=None,
@@ -277,9 +267,7 @@ def add_rms_norm_quant(residual, delta, weight, dtype=torch.float8_e4m3fn, scale
                                                     rounding, weight_offset,
                                                     normalize_rounded_sum)
     except RuntimeError as e:
-        _explain("add_rms_norm_quant", e, dict(residual=residual, delta=delta, weight=weight),
-                 dict(scale=scale, eps=eps, rounding=rounding, weight_offset=weight_offset,
-                      normalize_rounded_sum=normalize_rounded_sum))
+        _explain("add_rms_norm_quant", e, locals())
 
 
 def rms_norm_backward(x, weight, dy, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
@@ -288,8 +276,7 @@ def rms_norm_backward(x, weight, dy, eps=1e-5, rounding="cast-then-scale", weigh
     try:
         return torch.ops.glmnorm.rms_norm_backward(x, weight, dy, eps, rounding, weight_offset)
     except RuntimeError as e:
-        _explain("rms_norm_backward", e, dict(x=x, weight=weight, dy=dy),
-                 dict(eps=eps, rounding=rounding, weight_offset=weight_offset))
+        _explain("rms_norm_backward", e, locals())
 
 
 def qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads, num_k_heads, num_v_heads,
@@ -301,11 +288,7 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads, num_k_heads, nu
                                                   num_k_heads, num_v_heads, head_dim, eps,
                                                   rounding, weight_offset)
     except RuntimeError as e:
-        _explain("qk_norm_backward", e,
-                 dict(qkv=qkv, q_weight=q_weight, k_weight=k_weight, dqkv=dqkv),
-                 dict(num_q_heads=num_q_heads, num_k_heads=num_k_heads,
-                      num_v_heads=num_v_heads, head_dim=head_dim, eps=eps, rounding=rounding,
-                      weight_offset=weight_offset))
+        _explain("qk_norm_backward", e, locals())
 
 
 # --- nn.Module and the Glm4Moe patch ----------------------------------------------------

@@ -11,6 +11,7 @@
 #ifndef GLMNORM_PYTHON_MESSAGES_H_
 #define GLMNORM_PYTHON_MESSAGES_H_
 
+#include <algorithm>
 #include <cctype>
 #include <initializer_list>
 #include <string>
@@ -26,86 +27,56 @@ using Rename = std::pair<std::string_view, std::string_view>;
 inline std::string PythonMessage(std::string_view fn, std::string_view what,
                                  std::initializer_list<Rename> extra = {}) {
   // The names every Python signature spells alike. The fields of the C++
-  // option structs ("rope.cos", "heads.head_dim") are plain arguments in
-  // Python: their struct prefix is dropped below.
+  // option structs ("rope.cos", "heads.head_dim") are plain Python arguments:
+  // their struct prefix is dropped.
   static constexpr Rename kNames[] = {
-      {"gamma", "weight"},          {"q_gamma", "q_weight"},   {"k_gamma", "k_weight"},
-      {"dgamma", "dweight"},        {"dq_gamma", "dq_weight"}, {"dk_gamma", "dk_weight"},
-      {"y", "out"},                 {"qkv_in", "qkv"},         {"qkv_out", "out"},
-      {"dqkv_out", "dqkv"},         {"dqkv_in", "out"},        {"d_h", "d_residual"},
+      {"gamma", "weight"},   {"q_gamma", "q_weight"},   {"k_gamma", "k_weight"},
+      {"dgamma", "dweight"}, {"dq_gamma", "dq_weight"}, {"dk_gamma", "dk_weight"},
+      {"y", "out"},          {"qkv_in", "qkv"},         {"qkv_out", "out"},
+      {"dqkv_out", "dqkv"},  {"dqkv_in", "out"},        {"d_h", "d_residual"},
+  };
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  auto python_name = [&](std::string_view w) {
+    for (std::string_view group : {"rope.", "heads."}) {
+      if (w.size() > group.size() && w.substr(0, group.size()) == group)
+        w.remove_prefix(group.size());
+    }
+    // "qkv_out.stride[0]": the head is renamed, the field kept.
+    const std::string_view head = w.substr(0, w.find('.')), field = w.substr(head.size());
+    for (const Rename &r : extra) {
+      if (r.first == head) return std::string(r.second).append(field);
+    }
+    for (const Rename &r : kNames) {
+      if (r.first == head) return std::string(r.second).append(field);
+    }
+    return std::string(w);
   };
   // Drop the C++ function ("RmsNorm: ", "QkNormBackward: ").
-  size_t start = 0;
-  const size_t colon = what.find(": ");
-  if (colon != std::string_view::npos && colon > 0 && std::isupper(static_cast<unsigned char>(what[0]))) {
-    bool identifier = true;
-    for (size_t i = 0; i < colon; ++i) {
-      identifier = identifier && std::isalnum(static_cast<unsigned char>(what[i]));
-    }
-    if (identifier) start = colon + 2;
-  }
-  std::string out(fn);
-  out += ": ";
-  // Rename whole identifiers (letters, digits, '_', and '.' inside a dotted
-  // name), leaving everything else as it is.
-  auto is_word = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  };
-  size_t i = start;
+  size_t i = what.find(": ");
+  bool cpp_fn =
+      i != std::string_view::npos && i > 0 && std::isupper(static_cast<unsigned char>(what[0]));
+  for (size_t k = 0; cpp_fn && k < i; ++k)
+    cpp_fn = std::isalnum(static_cast<unsigned char>(what[k]));
+  i = cpp_fn ? i + 2 : 0;
+  const size_t start = i;
+  std::string out = std::string(fn) + ": ";
   while (i < what.size()) {
-    // A quoted value ('single', a user's string) is copied as it is; an
-    // apostrophe after a word ("qkv_in's") opens no quote.
-    if (what[i] == '\'' && (i == start || !is_word(what[i - 1]))) {
-      const size_t close = what.find('\'', i + 1);
-      const size_t end = close == std::string_view::npos ? what.size() : close + 1;
-      out += what.substr(i, end - i);
-      i = end;
-      continue;
-    }
-    if (!is_word(what[i])) {
-      out += what[i++];
-      continue;
-    }
-    size_t j = i;
-    while (j < what.size() &&
-           (is_word(what[j]) || (what[j] == '.' && j + 1 < what.size() && is_word(what[j + 1]) &&
-                                 !std::isdigit(static_cast<unsigned char>(what[j + 1]))))) {
-      ++j;
-    }
-    std::string_view word = what.substr(i, j - i);
-    for (std::string_view group : {"rope.", "heads."}) {
-      if (word.size() > group.size() && word.substr(0, group.size()) == group) {
-        word.remove_prefix(group.size());
+    size_t j = i + 1;
+    if (what[i] == '\'' && (i == start || !word_char(what[i - 1]))) {
+      // A quoted value ('single', the user's string) is kept as it is; an
+      // apostrophe after a word ("qkv_in's") opens no quote.
+      j = std::min(what.find('\'', i + 1), what.size() - 1) + 1;
+      out += what.substr(i, j - i);
+    } else if (word_char(what[i])) {
+      // An identifier, dotted fields included ("rope.cos.stride"), not "1.5".
+      while (j < what.size() &&
+             (word_char(what[j]) || (what[j] == '.' && j + 1 < what.size() &&
+                                     std::isalpha(static_cast<unsigned char>(what[j + 1]))))) {
+        ++j;
       }
-    }
-    auto lookup = [&](std::string_view w, std::string_view* to) {
-      for (const Rename& r : extra) {
-        if (r.first == w) {
-          *to = r.second;
-          return true;
-        }
-      }
-      for (const Rename& r : kNames) {
-        if (r.first == w) {
-          *to = r.second;
-          return true;
-        }
-      }
-      return false;
-    };
-    // The longest dotted prefix with a Python name is renamed, the fields
-    // after it kept: "rope.cos.stride[1]" -> "cos.stride[1]".
-    size_t cut = word.size();
-    std::string_view to;
-    while (!lookup(word.substr(0, cut), &to)) {
-      cut = word.rfind('.', cut - 1);
-      if (cut == std::string_view::npos || cut == 0) break;
-    }
-    if (cut == std::string_view::npos || cut == 0) {
-      out += word;
+      out += python_name(what.substr(i, j - i));
     } else {
-      out += to;
-      out += word.substr(cut);
+      out += what[i];
     }
     i = j;
   }
