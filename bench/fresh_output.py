@@ -8,12 +8,14 @@ kernel's first write faults it in. Rows, per call, minimum over --reps calls (th
 is shared: the minimum is the least disturbed), with the minor page faults per call:
 
   out=       glmnorm.rms_norm(x, w, out=y), y reused (no faults: the kernel alone)
-  op         torch.ops.glmnorm.rms_norm(x, w): a new output each call
+  op         torch.ops.glmnorm.rms_norm(x, w): a new output each call (from glmnorm's
+             output cache, python/src/torch_ops.cc; GLMNORM_TORCH_OUTPUT_CACHE_MB=0 turns
+             the cache off: then a fresh, huge-page-advised mapping each call)
   empty+fill torch.empty_like(x).fill_(1): PyTorch's own cost of a fresh output
-  op(MADV)   (what the op does: MADV_HUGEPAGE on large fresh outputs, then the kernel)
 
 Run it with THP_MEM_ALLOC_ENABLE=1 to see PyTorch's own switch (2 MiB-aligned
-allocations with MADV_HUGEPAGE for every tensor).
+allocations with MADV_HUGEPAGE for every tensor), or with
+LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 (Debian libjemalloc2).
 """
 
 import argparse

@@ -23,6 +23,7 @@
 // link libglmnorm.so (the package's copy of the kernels, one thread pool).
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
@@ -30,12 +31,16 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <new>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -125,25 +130,100 @@ int Int(const char* op, int64_t v, const char* name) {
   return static_cast<int>(v);
 }
 
-// A new output. Large ones are fresh mmap()s from the allocator whose first
-// touch (the kernel's write) faults page by page: with transparent huge
-// pages in `madvise` mode (the default of most distributions) that is 4 KiB
-// faults, ~4x the kernel's own time at 4096 x 5120. Asking for huge pages on
-// the 2 MiB-aligned interior before the kernel writes makes the faults 512
-// times fewer (docs/PYTHON.md, "Fresh outputs"). Harmless on reused memory.
+// A new output. A large one from PyTorch's allocator is a fresh mmap() each
+// call (glibc maps every allocation over 32 MiB anew and unmaps it on free),
+// so the kernel's first write faults it in and the OS zeroes every page: at
+// 4096 x 5120 that was 4-7x the kernel's own time with 4 KiB pages, and still
+// ~2x with huge pages (the zeroing). Outputs of 4 MiB or more therefore come
+// from OutputCache: blocks of whole 2 MiB huge pages that a freed output
+// returns for the next output of the same size class, so steady-state calls
+// (a model's layers, one after another) write memory that is already mapped.
+// The cache holds at most GLMNORM_TORCH_OUTPUT_CACHE_MB (default 512) MiB of
+// FREED blocks; 0 turns it off. docs/PYTHON.md, "Fresh outputs".
 constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kAdviseMin = size_t{4} << 20;
+constexpr size_t kCacheMin = size_t{4} << 20;
+
+class OutputCache final : public c10::Allocator {
+ public:
+  static OutputCache& Get() {
+    static OutputCache* cache = new OutputCache;  // never destroyed: outputs may outlive exit
+    return *cache;
+  }
+  bool enabled() const { return limit_ > 0; }
+
+  c10::DataPtr allocate(size_t n) override {
+    const size_t bytes = (n + kHeader + kHugePage - 1) & ~(kHugePage - 1);  // the size class
+    Block* block = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Block** p = &free_; *p != nullptr; p = &(*p)->next) {
+        if ((*p)->bytes == bytes) {
+          block = *p;
+          *p = block->next;
+          cached_ -= bytes;
+          break;
+        }
+      }
+    }
+    if (block == nullptr) {
+      void* base = nullptr;
+      TORCH_CHECK(posix_memalign(&base, kHugePage, bytes) == 0, "glmnorm: out of memory (",
+                  bytes, " bytes for an output)");
+      madvise(base, bytes, MADV_HUGEPAGE);  // before the first touch: 2 MiB pages
+      block = new (base) Block{bytes, nullptr};
+    }
+    return {reinterpret_cast<char*>(block) + kHeader, block, &Release, c10::Device(c10::kCPU)};
+  }
+
+  void copy_data(void* dest, const void* src, size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+ private:
+  struct Block {
+    size_t bytes;
+    Block* next;
+  };
+  static constexpr size_t kHeader = 64;  // keeps the data 64-byte aligned
+
+  OutputCache() {
+    const char* env = std::getenv("GLMNORM_TORCH_OUTPUT_CACHE_MB");
+    limit_ = (env != nullptr ? std::strtoull(env, nullptr, 10) : 512) << 20;
+    // fork(): the child must not inherit a lock held by another thread.
+    pthread_atfork([] { Get().mu_.lock(); }, [] { Get().mu_.unlock(); },
+                   [] { Get().mu_.unlock(); });
+  }
+
+  static void Release(void* ctx) {
+    OutputCache& cache = Get();
+    Block* block = static_cast<Block*>(ctx);
+    {
+      std::lock_guard<std::mutex> lock(cache.mu_);
+      if (cache.cached_ + block->bytes <= cache.limit_) {
+        block->next = cache.free_;
+        cache.free_ = block;
+        cache.cached_ += block->bytes;
+        return;
+      }
+    }
+    std::free(block);
+  }
+
+  std::mutex mu_;
+  Block* free_ = nullptr;  // the freed blocks, newest first
+  size_t cached_ = 0;      // their bytes
+  size_t limit_ = 0;
+};
 
 at::Tensor NewOutput(at::IntArrayRef sizes, const at::TensorOptions& options) {
-  at::Tensor t = at::empty(sizes, options);
-  const size_t bytes = t.nbytes();
-  if (bytes >= kAdviseMin) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data_ptr());
-    const uintptr_t lo = (begin + kHugePage - 1) & ~(kHugePage - 1);
-    const uintptr_t hi = (begin + bytes) & ~(kHugePage - 1);
-    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+  int64_t elements = 1;
+  for (int64_t s : sizes) elements *= s;
+  OutputCache& cache = OutputCache::Get();
+  if (static_cast<size_t>(elements) * options.dtype().itemsize() < kCacheMin || !cache.enabled()) {
+    return at::empty(sizes, options);
   }
-  return t;
+  return at::detail::empty_generic(sizes, &cache, c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                   c10::typeMetaToScalarType(options.dtype()), std::nullopt);
 }
 
 // float arguments of the schema (double) -> the library's float32, refused

@@ -330,3 +330,42 @@ def test_missing_torch_ops_are_an_import_error_not_a_fallback(tmp_path):
     assert r.returncode != 0
     assert "ImportError" in r.stderr and "built without torch" in r.stderr
     assert not hasattr(gt, "BACKEND")
+
+
+# --- fresh outputs (issue 15, item 2) ------------------------------------------------------
+
+_FAULTS = r"""
+import resource, sys, torch, glmnorm.torch
+# 40 MiB: over glibc's largest mmap threshold (32 MiB), so without the cache every output
+# is a fresh mapping (smaller ones may come back from glibc's heap)
+x = torch.randn(4096, 5120).bfloat16()
+w = torch.ones(5120, dtype=torch.bfloat16)
+want = torch.ops.glmnorm.rms_norm(x, w)
+faults = []
+for i in range(4):
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    y = torch.ops.glmnorm.rms_norm(x, w)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    assert torch.equal(y, want), "a reused output block gave other bits"
+    del y
+print(min(faults[1:]))
+"""
+
+
+@pytest.mark.parametrize("cache_mb", [None, "0"])
+def test_large_outputs_reuse_mapped_memory(cache_mb):
+    """A freed large output is reused by the next one of its size class (no page faults in
+    steady state); GLMNORM_TORCH_OUTPUT_CACHE_MB=0 turns that off (every output a fresh
+    mapping: at least one fault per 2 MiB page)."""
+    env = dict(os.environ)
+    env.pop("GLMNORM_TORCH_OUTPUT_CACHE_MB", None)
+    if cache_mb is not None:
+        env["GLMNORM_TORCH_OUTPUT_CACHE_MB"] = cache_mb
+    r = subprocess.run([sys.executable, "-c", _FAULTS], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    faults = int(r.stdout.split()[-1])
+    if cache_mb is None:
+        assert faults < 16, f"{faults} page faults per call with the output cache"
+    else:
+        assert faults >= 5, f"{faults} page faults per call without the cache: not fresh?"

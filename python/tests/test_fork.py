@@ -30,6 +30,10 @@ _SCRIPT = textwrap.dedent("""
     xt, wt = torch.from_numpy(x), torch.from_numpy(w)
     ref_np = glmnorm.rms_norm(x, w)
     ref_t = gt.rms_norm(xt, wt)
+    big = torch.randn(4096, 5120).bfloat16()
+    wb = torch.ones(5120, dtype=torch.bfloat16)
+    big_ref = torch.ops.glmnorm.rms_norm(big, wb).clone()
+    torch.ops.glmnorm.rms_norm(big, wb)  # freed at once: its block waits in the output cache
 
     def same():
         return (np.array_equal(glmnorm.rms_norm(x, w).view(np.uint32), ref_np.view(np.uint32))
@@ -77,6 +81,13 @@ _CHILDREN = {
     """,
     "exit": """
         return 0
+    """,
+    # A large output (40 MiB: from glmnorm's output cache, python/src/torch_ops.cc) freed in
+    # the parent before the fork: the child reuses the cached block and frees its own.
+    "large_output": """
+        a = torch.ops.glmnorm.rms_norm(big, wb)
+        b = torch.ops.glmnorm.rms_norm(big, wb)
+        return 0 if torch.equal(a, b) and torch.equal(a, big_ref) and same() else 1
     """,
 }
 
