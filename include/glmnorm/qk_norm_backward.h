@@ -13,8 +13,15 @@
 //            already in place when dqkv_in is dqkv_out). May be dqkv_out.
 // dq_gamma, dk_gamma: 1-D [head_dim] outputs, f32 / bf16 / f16.
 // Deterministic like RmsNormBackward (rows = tokens * heads, in token-major
-// order). rotary_dim must be 0: the backward of the fused RoPE is not
-// implemented (apply the inverse rotation to dqkv_out first).
+// order).
+//
+// With RoPE (the second overload, rope.rotary_dim > 0: the forward's Rope,
+// same checks): dqkv_out is the gradient of the ROTATED heads; it is first
+// rotated back (the transposed rotation, float64, rounded once to dqkv_out's
+// dtype, into a per-thread buffer of tokens * (nq + nk) * head_dim elements
+// that grows like the workspace arena), then goes through the norm's backward.
+// Semantics: torch autograd through Transformers' Glm4MoeRMSNorm and
+// apply_rotary_pos_emb (partial rotary, rotate-half), as accurate or more.
 #ifndef GLMNORM_QK_NORM_BACKWARD_H_
 #define GLMNORM_QK_NORM_BACKWARD_H_
 
@@ -29,6 +36,12 @@ void QkNormBackward(const ConstTensorView& qkv, const ConstTensorView& dqkv_out,
                     const TensorView& dq_gamma, const TensorView& dk_gamma,
                     const NormOptions& options = {}, const Workspace& workspace = {},
                     const Execution& execution = {});
+void QkNormBackward(const ConstTensorView& qkv, const ConstTensorView& dqkv_out,
+                    const TensorView& dqkv_in, const QkHeads& heads,
+                    const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
+                    const TensorView& dq_gamma, const TensorView& dk_gamma,
+                    const NormOptions& options, const Rope& rope,
+                    const Workspace& workspace = {}, const Execution& execution = {});
 
 }  // namespace glmnorm
 

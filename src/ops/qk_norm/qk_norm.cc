@@ -33,29 +33,76 @@ void ValidateQkv(const char* name, const BasicTensorView<Ptr>& v, int64_t width,
   }
 }
 
-void ValidateTable(const char* name, const ConstTensorView& t, int64_t half) {
+void ValidateTable(const char* fn, const char* name, const ConstTensorView& t, int64_t half) {
   const std::string n = std::string("rope.") + name;
   if (t.dtype != DType::kF32) {
-    validate::FailDType(kFn, n + ".dtype must be f32, got " + std::string(Name(t.dtype)));
+    validate::FailDType(fn, n + ".dtype must be f32, got " + std::string(Name(t.dtype)));
   }
   if (t.rank != 2 || t.shape[1] != half) {
-    validate::Fail(kFn, n + " must be 2-D [positions, rotary_dim/2 = " + Str(half) + "], got " +
+    validate::Fail(fn, n + " must be 2-D [positions, rotary_dim/2 = " + Str(half) + "], got " +
                             validate::ShapeString(t.shape, t.rank));
   }
   if (t.stride[1] != 1) {
-    validate::Fail(kFn, n + ".stride[1] must be 1 (contiguous), got " + Str(t.stride[1]));
+    validate::Fail(fn, n + ".stride[1] must be 1 (contiguous), got " + Str(t.stride[1]));
   }
-  if (t.shape[0] < 0) validate::Fail(kFn, n + ".shape[0] must be >= 0, got " + Str(t.shape[0]));
+  if (t.shape[0] < 0) validate::Fail(fn, n + ".shape[0] must be >= 0, got " + Str(t.shape[0]));
   if (t.shape[0] > 0 && t.data == nullptr) {
-    validate::Fail(kFn, n + ".data is null but " + n + " has " + Str(t.shape[0]) + " positions");
+    validate::Fail(fn, n + ".data is null but " + n + " has " + Str(t.shape[0]) + " positions");
   }
-  validate::View(kFn, n.c_str(), t);
+  validate::View(fn, n.c_str(), t);
   if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
-    validate::Fail(kFn, n + ".data must be aligned to 4 bytes");
+    validate::Fail(fn, n + ".data must be aligned to 4 bytes");
   }
 }
 
 }  // namespace
+
+namespace detail {
+
+void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
+                  const TensorView& out, const char* out_name) {
+  if (rope.rotary_dim != 0) {
+    if (rope.rotary_dim < 0 || rope.rotary_dim % 2 != 0 || rope.rotary_dim > head_dim) {
+      validate::Fail(fn, "rope.rotary_dim must be 0 (no RoPE) or even and <= head_dim " +
+                              Str(head_dim) + ", got " + Str(rope.rotary_dim));
+    }
+    const int64_t half = rope.rotary_dim / 2;
+    ValidateTable(fn, "cos", rope.cos, half);
+    ValidateTable(fn, "sin", rope.sin, half);
+    if (rope.sin.shape[0] != rope.cos.shape[0]) {
+      validate::Fail(fn, "rope.sin must have as many positions as rope.cos (" +
+                              Str(rope.cos.shape[0]) + "), got " + Str(rope.sin.shape[0]));
+    }
+    validate::NoPartialOverlap(fn, "rope.cos", rope.cos, out_name, out, false);
+    validate::NoPartialOverlap(fn, "rope.sin", rope.sin, out_name, out, false);
+    const int64_t positions = rope.cos.shape[0];
+    const ConstTensorView& pv = rope.positions;
+    if (pv.rank == 0) {
+      if (tokens > positions) {
+        validate::Fail(fn, "rope.cos has " + Str(positions) + " positions but there are " +
+                                Str(tokens) + " tokens and no rope.positions");
+      }
+    } else {
+      if (pv.dtype != DType::kI64 || pv.rank != 1 || pv.shape[0] != tokens) {
+        validate::Fail(fn, "rope.positions must be i64 [tokens = " + Str(tokens) + "], got " +
+                                std::string(Name(pv.dtype)) + " " +
+                                validate::ShapeString(pv.shape, pv.rank));
+      }
+      validate::View(fn, "rope.positions", pv);
+      validate::NoPartialOverlap(fn, "rope.positions", pv, out_name, out, false);
+      const auto* p = static_cast<const int64_t*>(pv.data);
+      for (int64_t t = 0; t < tokens; ++t) {
+        const int64_t pos = p[t * pv.stride[0]];
+        if (pos < 0 || pos >= positions) {
+          validate::Fail(fn, "rope.positions[" + Str(t) + "] must be in [0, " + Str(positions) +
+                                  "), got " + Str(pos));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
 
 void QkNorm(const ConstTensorView& qkv_in_any, const TensorView& qkv_out_any,
             const QkHeads& heads, const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
@@ -99,45 +146,7 @@ void QkNorm(const ConstTensorView& qkv_in_any, const TensorView& qkv_out_any,
   validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "qkv_out", qkv_out, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "k_gamma", k_gamma, "qkv_out", qkv_out, /*allow_same=*/false);
   const int64_t tokens = qkv_in.shape[0];
-  if (rope.rotary_dim != 0) {
-    if (rope.rotary_dim < 0 || rope.rotary_dim % 2 != 0 || rope.rotary_dim > heads.head_dim) {
-      validate::Fail(kFn, "rope.rotary_dim must be 0 (no RoPE) or even and <= head_dim " +
-                              Str(heads.head_dim) + ", got " + Str(rope.rotary_dim));
-    }
-    const int64_t half = rope.rotary_dim / 2;
-    ValidateTable("cos", rope.cos, half);
-    ValidateTable("sin", rope.sin, half);
-    if (rope.sin.shape[0] != rope.cos.shape[0]) {
-      validate::Fail(kFn, "rope.sin must have as many positions as rope.cos (" +
-                              Str(rope.cos.shape[0]) + "), got " + Str(rope.sin.shape[0]));
-    }
-    validate::NoPartialOverlap(kFn, "rope.cos", rope.cos, "qkv_out", qkv_out, false);
-    validate::NoPartialOverlap(kFn, "rope.sin", rope.sin, "qkv_out", qkv_out, false);
-    const int64_t positions = rope.cos.shape[0];
-    const ConstTensorView& pv = rope.positions;
-    if (pv.rank == 0) {
-      if (tokens > positions) {
-        validate::Fail(kFn, "rope.cos has " + Str(positions) + " positions but there are " +
-                                Str(tokens) + " tokens and no rope.positions");
-      }
-    } else {
-      if (pv.dtype != DType::kI64 || pv.rank != 1 || pv.shape[0] != tokens) {
-        validate::Fail(kFn, "rope.positions must be i64 [tokens = " + Str(tokens) + "], got " +
-                                std::string(Name(pv.dtype)) + " " +
-                                validate::ShapeString(pv.shape, pv.rank));
-      }
-      validate::View(kFn, "rope.positions", pv);
-      validate::NoPartialOverlap(kFn, "rope.positions", pv, "qkv_out", qkv_out, false);
-      const auto* p = static_cast<const int64_t*>(pv.data);
-      for (int64_t t = 0; t < tokens; ++t) {
-        const int64_t pos = p[t * pv.stride[0]];
-        if (pos < 0 || pos >= positions) {
-          validate::Fail(kFn, "rope.positions[" + Str(t) + "] must be in [0, " + Str(positions) +
-                                  "), got " + Str(pos));
-        }
-      }
-    }
-  }
+  detail::ValidateRope(kFn, rope, heads.head_dim, tokens, qkv_out, "qkv_out");
 
   QkNormJob job;
   job.p = NormParams::Of(qkv_in.dtype, q_gamma.dtype, qkv_out.dtype, heads.head_dim, options);

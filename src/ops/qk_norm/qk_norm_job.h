@@ -5,8 +5,20 @@
 #include <cstdint>
 
 #include "core/job.h"
+#include "glmnorm/qk_norm.h"
 
 namespace glmnorm {
+
+namespace detail {
+// The checks of a Rope argument, shared by QkNorm and QkNormBackward (`fn`
+// names the public function): rotary_dim even and <= head_dim, f32 tables
+// [positions, rotary_dim/2] with contiguous rows, positions i64 [tokens] in
+// range (or absent: tokens <= the tables' positions), none overlapping `out`
+// (named `out_name`).
+// Nothing to check when rope.rotary_dim is 0.
+void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
+                  const TensorView& out, const char* out_name);
+}  // namespace detail
 
 // QkNorm: rows are tokens; p.width is head_dim; p.w_type is the gammas' dtype.
 struct QkNormJob {

@@ -3,10 +3,12 @@
 // [tokens, heads, head_dim] (ops/rms_norm_backward/).
 #include "glmnorm/qk_norm_backward.h"
 
+#include <memory>
 #include <string>
 #include <type_traits>
 
 #include "core/validate.h"
+#include "ops/qk_norm/qk_norm_job.h"
 #include "ops/rms_norm_backward/rms_norm_backward_job.h"
 
 namespace glmnorm {
@@ -37,13 +39,88 @@ BasicTensorView<Ptr> Heads(const BasicTensorView<Ptr>& qkv, int64_t first_head, 
   return v;
 }
 
+double Load(DType t, const void* p, int64_t i) {
+  switch (t) {
+    case DType::kBF16: return F32FromBF16(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF16: return F32FromF16(static_cast<const uint16_t*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+// Rounds once to float32 (exact for f32 storage); a 16-bit dtype then rounds
+// that float: a double rounding at 2^-24 of the value, far below the 2^-8 of
+// the 16-bit result.
+void Store(DType t, void* p, int64_t i, double v) {
+  const float f = static_cast<float>(v);
+  switch (t) {
+    case DType::kBF16: static_cast<uint16_t*>(p)[i] = BF16FromF32(f); break;
+    case DType::kF16: static_cast<uint16_t*>(p)[i] = F16FromF32(f); break;
+    default: static_cast<float*>(p)[i] = f;
+  }
+}
+
+// The RoPE backward: the gradient of QkNorm's rotated q and k heads
+// (dqkv_out's q and k columns) turned into the gradient of the normalised
+// heads, written to `dst` [tokens, (nq + nk) * head_dim], dqkv_out's dtype.
+// The forward stored, for i < half = rotary_dim / 2, a = h[i], b = h[i + half]:
+//   lo = a*cos[i] - b*sin[i],  hi = b*cos[i] + a*sin[i]
+// so (the transposed rotation)
+//   da = dlo*cos[i] + dhi*sin[i],  db = dhi*cos[i] - dlo*sin[i],
+// computed in float64 and rounded once; dims from rotary_dim on pass as they
+// are. Torch autograd through Transformers' apply_rotary_pos_emb rounds each
+// product and sum to the dtype: this is as accurate or more (python/tests).
+void UnrotateGradient(const ConstTensorView& dqkv_out, const QkHeads& heads, const Rope& rope,
+                      void* dst) {
+  const int64_t tokens = dqkv_out.shape[0], hd = heads.head_dim, half = rope.rotary_dim / 2;
+  const int64_t cols = (int64_t{heads.num_q_heads} + heads.num_k_heads) * hd;
+  const DType t = dqkv_out.dtype;
+  const auto* pos = static_cast<const int64_t*>(rope.positions.data);
+  for (int64_t tok = 0; tok < tokens; ++tok) {
+    const int64_t row = pos != nullptr ? pos[tok * rope.positions.stride[0]] : tok;
+    const float* cos = static_cast<const float*>(rope.cos.data) + row * rope.cos.stride[0];
+    const float* sin = static_cast<const float*>(rope.sin.data) + row * rope.sin.stride[0];
+    const int64_t src_row = tok * dqkv_out.stride[0], dst_row = tok * cols;
+    for (int64_t head = 0; head < cols; head += hd) {
+      const int64_t src = src_row + head, out = dst_row + head;
+      for (int64_t i = 0; i < half; ++i) {
+        const double lo = Load(t, dqkv_out.data, src + i), hi = Load(t, dqkv_out.data, src + half + i);
+        Store(t, dst, out + i, lo * cos[i] + hi * sin[i]);
+        Store(t, dst, out + half + i, hi * cos[i] - lo * sin[i]);
+      }
+      for (int64_t i = 2 * half; i < hd; ++i) Store(t, dst, out + i, Load(t, dqkv_out.data, src + i));
+    }
+  }
+}
+
+// The un-rotated gradient's buffer: one per calling thread, grown when a call
+// needs more than any before it (as the backward's own arena), never freed.
+void* UnrotatedBuffer(size_t bytes) {
+  thread_local std::unique_ptr<unsigned char[]> buffer;
+  thread_local size_t size = 0;
+  if (size < bytes) {
+    buffer.reset(new unsigned char[bytes]);
+    size = bytes;
+  }
+  return buffer.get();
+}
+
 }  // namespace
+
+void QkNormBackward(const ConstTensorView& qkv, const ConstTensorView& dqkv_out,
+                    const TensorView& dqkv_in, const QkHeads& heads,
+                    const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
+                    const TensorView& dq_gamma, const TensorView& dk_gamma,
+                    const NormOptions& options, const Workspace& workspace,
+                    const Execution& execution) {
+  QkNormBackward(qkv, dqkv_out, dqkv_in, heads, q_gamma, k_gamma, dq_gamma, dk_gamma, options,
+                 Rope{}, workspace, execution);
+}
 
 void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_out_any,
                     const TensorView& dqkv_in_any, const QkHeads& heads,
                     const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
                     const TensorView& dq_gamma, const TensorView& dk_gamma,
-                    const NormOptions& options, const Workspace& workspace,
+                    const NormOptions& options, const Rope& rope, const Workspace& workspace,
                     const Execution& execution) {
   if (heads.head_dim < 1 || heads.num_q_heads < 0 || heads.num_k_heads < 0 ||
       heads.num_v_heads < 0) {
@@ -98,6 +175,21 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
   validate::NoPartialOverlap(kFn, "dq_gamma", dq_gamma, "dk_gamma", dk_gamma, false);
   validate::NoPartialOverlap(kFn, "k_gamma", k_gamma, "dq_gamma", dq_gamma, false);
   validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "dk_gamma", dk_gamma, false);
+  const int64_t tokens = qkv.shape[0];
+  detail::ValidateRope(kFn, rope, hd, tokens, dqkv_in, "dqkv_in");
+  if (rope.rotary_dim != 0 && tokens > 0 && heads.num_q_heads + heads.num_k_heads > 0) {
+    // The norm's dy is the un-rotated gradient (the same dtype as dqkv_out),
+    // in a private buffer [tokens, (nq + nk) * head_dim]: dqkv_in may be
+    // dqkv_out, which the norm backward then overwrites while reading it.
+    const int64_t qk_cols = (int64_t{heads.num_q_heads} + heads.num_k_heads) * hd;
+    void* unrotated = UnrotatedBuffer(static_cast<size_t>(tokens * qk_cols) *
+                                      SizeOf(dqkv_out.dtype));
+    UnrotateGradient(dqkv_out, heads, rope, unrotated);
+    const ConstTensorView u =
+        Rows<const void*>(unrotated, dqkv_out.dtype, tokens, qk_cols, qk_cols);
+    q.dy = Heads(u, 0, heads.num_q_heads, hd);
+    k.dy = Heads(u, heads.num_q_heads, heads.num_k_heads, hd);
+  }
   detail::RunNormBackward(kFn, q, options, workspace, execution);
   detail::RunNormBackward(kFn, k, options, workspace, execution);
 }

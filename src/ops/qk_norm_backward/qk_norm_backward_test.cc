@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "glmnorm/glmnorm.h"
 #include "ops/rms_norm_backward/rms_norm_backward_test_util.h"
@@ -95,6 +96,67 @@ TEST(QkNormBackward, HeadsOfAFusedBufferEveryTarget) {
     }
   });
   totals.ExpectBars("QkNormBackward");
+}
+
+// The RoPE backward on rotations whose products are exact: cos 1 / sin 0
+// (identity) must give the bits of the backward without RoPE; cos 0 / sin 1
+// (a quarter turn: lo = -b, hi = a) the bits of the backward without RoPE
+// fed dy with each rotated pair (dlo, dhi) replaced by (dhi, -dlo). The rows
+// of the tables are picked through positions; in place over dqkv_out too.
+TEST(QkNormBackward, RopeBackwardOnExactRotations) {
+  test::Seed();
+  for (DType t : {DType::kBF16, DType::kF32}) {
+    const QkHeads heads{3, 1, 1, 16};
+    const int64_t tokens = 5, hd = 16, rotary = 8, half = 4, width = 5 * hd, stride = width + 3;
+    Buffer qkv(t, tokens * stride), dout(t, tokens * stride), qg(t, hd), kg(t, hd);
+    bwdtest::FillRows(qkv, tokens, stride);
+    bwdtest::FillRows(dout, tokens, stride);
+    test::FillGamma(qg);
+    test::FillGamma(kg);
+    // Table rows: 0 the identity, 1 the quarter turn (positions choose per token).
+    std::vector<float> cos = {1, 1, 1, 1, 0, 0, 0, 0}, sin = {0, 0, 0, 0, 1, 1, 1, 1};
+    std::vector<int64_t> positions = {1, 0, 1, 1, 0};
+    Rope rope;
+    rope.rotary_dim = static_cast<int>(rotary);
+    rope.cos = Contiguous<const void*>(cos.data(), DType::kF32, {2, half});
+    rope.sin = Contiguous<const void*>(sin.data(), DType::kF32, {2, half});
+    rope.positions = Contiguous<const void*>(positions.data(), DType::kI64, {tokens});
+    // The expected un-rotated dy, built by hand from the rotation's definition.
+    Buffer dy_plain = dout;
+    for (int64_t tok = 0; tok < tokens; ++tok) {
+      if (positions[tok] != 1) continue;
+      for (int64_t head = 0; head < 4; ++head) {
+        const int64_t o = tok * stride + head * hd;
+        for (int64_t i = 0; i < half; ++i) {
+          dy_plain.Set(o + i, dout.Get(o + half + i));
+          dy_plain.Set(o + half + i, -dout.Get(o + i));
+        }
+      }
+    }
+    const auto qkvv = Rows<const void*>(qkv.data(), t, tokens, width, stride);
+    const auto qgv = Contiguous<const void*>(qg.data(), t, {hd});
+    const auto kgv = Contiguous<const void*>(kg.data(), t, {hd});
+    auto run = [&](const Buffer& dy, const Rope& r, bool in_place) {
+      Buffer din = dy, dq(DType::kF32, hd), dk(DType::kF32, hd);
+      if (!in_place) std::memset(din.data(), 0, din.size * SizeOf(t));
+      QkNormBackward(qkvv, Rows<const void*>(in_place ? din.data() : dy.data(), t, tokens, width, stride),
+                     Rows<void*>(din.data(), t, tokens, width, stride), heads, qgv, kgv,
+                     Contiguous<void*>(dq.data(), DType::kF32, {hd}),
+                     Contiguous<void*>(dk.data(), DType::kF32, {hd}), NormOptions{}, r);
+      std::vector<uint8_t> bits(din.bytes.begin(), din.bytes.end());
+      bits.insert(bits.end(), dq.bytes.begin(), dq.bytes.end());
+      bits.insert(bits.end(), dk.bytes.begin(), dk.bytes.end());
+      // v columns come from dqkv_out in place, are untouched otherwise: compare q and k only
+      for (int64_t tok = 0; tok < tokens; ++tok) {
+        std::memset(bits.data() + din.offset + (tok * stride + 4 * hd) * SizeOf(t), 0,
+                    (stride - 4 * hd) * SizeOf(t));
+      }
+      return bits;
+    };
+    const auto want = run(dy_plain, Rope{}, false);
+    EXPECT_EQ(run(dout, rope, false), want) << Name(t) << ": RoPE backward vs hand rotation";
+    EXPECT_EQ(run(dout, rope, true), want) << Name(t) << ": in place";
+  }
 }
 
 TEST(QkNormBackward, Errors) {
