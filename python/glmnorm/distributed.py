@@ -88,7 +88,7 @@ def _arg(op_schema, index):
 
 
 def _describe(placements):
-    return "(" + ", ".join(str(p) for p in placements) + ")"
+    return "(" + ", ".join(repr(p) for p in placements) + ")"
 
 
 def _strategy_for(name, rule):
@@ -153,7 +153,7 @@ def _strategy_for(name, rule):
             if rule["mutates"]:
                 raise RuntimeError(
                     f"glmnorm: torch.ops.glmnorm.{name}: argument '{argname}' has placement "
-                    f"{p} on mesh dim {mesh_dim} (placements {_describe(placements)}), "
+                    f"{p!r} on mesh dim {mesh_dim} (placements {_describe(placements)}), "
                     f"{why}; the op updates '{argname}' in place, so it cannot be "
                     f"redistributed. Redistribute it first (e.g. to Shard(0) or Replicate()), "
                     f"see docs/DISTRIBUTED.md")
