@@ -23,6 +23,7 @@ torch.set_num_threads(1)  # two ranks on a 2-core machine
 import glmnorm.torch as gt  # noqa: E402  (registers the sharding rules)
 from torch.distributed.tensor import (DTensor, Partial, Replicate, Shard,  # noqa: E402
                                       distribute_tensor, init_device_mesh)
+from torch.distributed.tensor.debug import CommDebugMode  # noqa: E402
 
 OPS = torch.ops.glmnorm
 RANK = int(os.environ.get("RANK", "0"))
@@ -108,7 +109,12 @@ def scenario_ops(seed):
         ref = OPS.rms_norm(x, w)
         for pl, out in ((Shard(0), Shard(0)), (Shard(1), Shard(1)), (Replicate(), Replicate()),
                         (Shard(2), Replicate())):
-            y = OPS.rms_norm(dt(x, pl), dt(w, Replicate()))
+            xd, wd = dt(x, pl), dt(w, Replicate())
+            with CommDebugMode() as comm:
+                y = OPS.rms_norm(xd, wd)
+            # Row shards: no communication; a sharded last dim: one all-gather.
+            assert comm.get_total_counts() == (1 if pl == Shard(2) else 0), \
+                f"rms_norm {pl}: {comm.get_comm_counts()}"
             assert y.placements == (out,), f"rms_norm {pl} -> {y.placements}"
             same_bits(y, ref, f"rms_norm {dtype} {pl}")
         y = OPS.rms_norm(partial(x), dt(w, Shard(0)))  # partial x, sharded weight: gathered
@@ -322,7 +328,8 @@ def tp_plan(model, mesh):
         }
         if i == 0:  # the first layer takes the replicated embeddings as sequence shards
             plan[""] = PrepareModuleInput(input_layouts=(Replicate(),),
-                                          desired_input_layouts=(Shard(1),))
+                                          desired_input_layouts=(Shard(1),),
+                                          use_local_output=True)
         if hasattr(layer.mlp, "gate_proj"):  # dense MLP
             plan.update({
                 "mlp": PrepareModuleInput(input_layouts=(Shard(1),),
