@@ -472,6 +472,13 @@ def scenario_bench(seed):
             f"(fwd+bwd, batch 2 x 12 tokens), min {1e3 * t[0]:.2f} ms")
 
 
+def scenario_fail(seed):
+    """For the harness's own test: rank 1 fails while rank 0 waits for it."""
+    if RANK == 1:
+        raise RuntimeError("rank 1 fails on purpose")
+    dist.barrier()
+
+
 def main():
     scenario, seed = sys.argv[1], int(sys.argv[2])
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
