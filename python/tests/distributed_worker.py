@@ -468,8 +468,10 @@ def scenario_bench(seed):
             times[k].append(time.perf_counter() - t0)
     for k, t in times.items():
         t = sorted(t[3:])
-        log(f"bench {k}: median {1e3 * t[len(t) // 2]:.2f} ms per TP=2 SP step "
-            f"(fwd+bwd, batch 2 x 12 tokens), min {1e3 * t[0]:.2f} ms")
+        n = len(t)
+        log(f"bench {k}: median {1e3 * t[n // 2]:.1f} ms per TP=2 SP step (fwd+bwd, batch "
+            f"2 x 12 tokens), quartiles {1e3 * t[n // 4]:.1f}-{1e3 * t[3 * n // 4]:.1f} ms, "
+            f"min {1e3 * t[0]:.1f} ms, {n} steps")
 
 
 def scenario_fail(seed):
