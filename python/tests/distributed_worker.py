@@ -270,10 +270,9 @@ def scenario_ops(seed):
     # Mixed DTensor / plain tensor arguments: refused as PyTorch's own ops refuse them.
     xs = dt(rows(gen, (4, 64), torch.float32), Shard(0))
     plain = torch.ones(64)
-    theirs = expect_error(lambda: torch.mul(xs, plain), "mixed torch.Tensor and DTensor")
+    expect_error(lambda: torch.mul(xs, plain), "mixed torch.Tensor and DTensor")
     ours = expect_error(lambda: OPS.rms_norm(xs, plain), "mixed torch.Tensor and DTensor")
     log("mixed-argument error (as aten.mul's):", ours.splitlines()[0][:100])
-    del theirs
     log("ops: all bit-identical to the single-process results")
 
 
@@ -437,7 +436,7 @@ def scenario_fsdp(seed):
         dist.all_reduce(loss)
         got = (torch.cat(gathered), loss / world, grads)
         # A training step (SGD), then the next forward's loss.
-        for m, data in ((single, ids), (par, ids[mine])):
+        for m in (single, par):
             torch.optim.SGD(m.parameters(), lr=0.5).step()
         with torch.no_grad():
             l1 = single(input_ids=ids, labels=labels).loss
@@ -479,6 +478,11 @@ def scenario_fail(seed):
     if RANK == 1:
         raise RuntimeError("rank 1 fails on purpose")
     dist.barrier()
+
+
+def scenario_hang(seed):
+    """For the harness's own test: a rank that never finishes."""
+    time.sleep(600)
 
 
 def main():

@@ -148,6 +148,13 @@ def test_a_failing_rank_fails_fast_and_the_others_are_killed():
     assert time.monotonic() - t0 < 45
 
 
+def test_a_hung_rank_fails_at_the_limit():
+    t0 = time.monotonic()
+    with pytest.raises(pytest.fail.Exception, match="timed out after 20 s"):
+        run_worker("hang", limit_s=20)
+    assert time.monotonic() - t0 < 30
+
+
 def _docs_example():
     text = open(os.path.join(REPO, "docs", "DISTRIBUTED.md")).read()
     section = text.split("\n## Example\n", 1)[1].split("\n## ", 1)[0]
