@@ -117,6 +117,10 @@ def scenario_ops(seed):
                 f"rms_norm {pl}: {comm.get_comm_counts()}"
             assert y.placements == (out,), f"rms_norm {pl} -> {y.placements}"
             same_bits(y, ref, f"rms_norm {dtype} {pl}")
+        x1 = rows(gen, (1, 3, 64), dtype)  # one row index for two ranks: an empty shard
+        y = OPS.rms_norm(dt(x1, Shard(0)), dt(w, Replicate()))
+        assert y.placements == (Shard(0),) and y.to_local().shape[0] == 1 - RANK
+        same_bits(y, OPS.rms_norm(x1, w), f"rms_norm {dtype} empty shard")
         y = OPS.rms_norm(partial(x), dt(w, Shard(0)))  # partial x, sharded weight: gathered
         assert y.placements == (Replicate(),)
         same_bits(y, ref, f"rms_norm {dtype} Partial")
