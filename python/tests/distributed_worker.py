@@ -375,15 +375,20 @@ def rel_diff(a, b):
     return num / max(den, 1e-30)
 
 
+# Where the unpatched model happens to agree exactly (a loss, FSDP2's row-split logits), the
+# patched one may still land an ulp away: allow 2 float32 ulps of the largest value.
+FLOOR = 2 * torch.finfo(torch.float32).eps
+
+
 def compare(name, runs):
     """runs: {"unpatched": (single, parallel), "patched": (single, parallel)}; each result
     is (logits, loss, grads). The patched model may differ from its single-process run by
-    at most twice what the unpatched model differs by (the same matmul reorderings; the
-    norms themselves are row-local and exact)."""
+    at most twice what the unpatched model differs by, plus FLOOR (the same matmul
+    reorderings; the norms themselves are row-local and exact)."""
     for i, what in enumerate(("logits", "loss", "grads")):
         du = rel_diff(runs["unpatched"][1][i], runs["unpatched"][0][i])
         dp = rel_diff(runs["patched"][1][i], runs["patched"][0][i])
-        tol = 2.0 * du + 1e-7
+        tol = 2.0 * du + FLOOR
         log(f"{name} {what}: parallel vs single-process, relative max diff: unpatched "
             f"{du:.3e} (tolerance 2x = {tol:.3e}), patched {dp:.3e}")
         assert dp <= tol, f"{name} {what}: patched {dp:.3e} > tolerance {tol:.3e}"
@@ -453,7 +458,7 @@ def scenario_fsdp(seed):
     du = rel_diff(runs["unpatched"][1][3], runs["unpatched"][0][3])
     dp = rel_diff(runs["patched"][1][3], runs["patched"][0][3])
     log(f"FSDP2 loss after the step: unpatched {du:.3e}, patched {dp:.3e}")
-    assert dp <= 2.0 * du + 1e-7
+    assert dp <= 2.0 * du + FLOOR
 
 
 def scenario_bench(seed):
