@@ -106,7 +106,6 @@ def _strategy_for(name, rule):
         if not isinstance(main, OpStrategy):
             # Only a weight / table is a DTensor: the op still runs on the full x on every
             # rank, so those must be replicated; outputs replicated.
-            main_spec = None
             mesh = op_schema.get_mesh_from_args()
             placements = tuple(Replicate() for _ in range(mesh.ndim))
             shape = None
