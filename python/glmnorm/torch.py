@@ -317,4 +317,4 @@ def patch_glm4_moe(model):
 
 # --- PyTorch distributed: DTensor sharding rules of the ops (glmnorm/distributed.py) ------
 
-from . import distributed as _distributed  # noqa: E402,F401 - registers on import
+from . import distributed as _distributed  # noqa: E402,F401 - registers with DTensor once imported
