@@ -364,3 +364,8 @@ def patch_glm4_moe(model):
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, attr, RMSNorm.from_module(mod))
     return model
+
+
+# --- PyTorch distributed: DTensor sharding rules of the ops (glmnorm/distributed.py) ------
+
+from . import distributed as _distributed  # noqa: E402,F401 - registers with DTensor once imported
