@@ -110,6 +110,18 @@ def add_rms_norm(residual, delta, weight, *, eps=GLM_RMS_NORM_EPS, rounding="cas
     return out
 
 
+def _rope(fn, rotary_dim, cos, sin, positions):
+    """Descriptors of (cos, sin, positions); empty when rotary_dim is 0 (or not an int: the
+    extension reports that) or positions is None."""
+    if not rotary_dim or not isinstance(rotary_dim, int):
+        return (_arrays.EMPTY, _arrays.EMPTY, _arrays.EMPTY)
+    if cos is None or sin is None:
+        raise ValueError(f"{fn}: rotary_dim > 0 needs cos and sin tables")
+    return (_desc(_as_array(cos, "cos", fn), "cos", fn), _desc(_as_array(sin, "sin", fn), "sin", fn),
+            _arrays.EMPTY if positions is None else
+            _desc(_as_array(positions, "positions", fn), "positions", fn))
+
+
 def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, head_dim,
             eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale", weight_offset=0.0,
             rotary_dim=0, cos=None, sin=None, positions=None, out=None):
@@ -150,13 +162,7 @@ def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, h
     dout = din if out is qkv_in else _desc(out, "out", fn, True)
     if out is qkv_in:
         _desc(out, "out", fn, True)  # checks that it is writable
-    rope = (_arrays.EMPTY, _arrays.EMPTY, _arrays.EMPTY)
-    if rotary_dim:
-        if cos is None or sin is None:
-            raise ValueError(f"{fn}: rotary_dim > 0 needs cos and sin tables")
-        rope = (_desc(_as_array(cos, "cos", fn), "cos", fn), _desc(_as_array(sin, "sin", fn), "sin", fn),
-                _arrays.EMPTY if positions is None else
-                _desc(_as_array(positions, "positions", fn), "positions", fn))
+    rope = _rope(fn, rotary_dim, cos, sin, positions)
     _ext.qk_norm(din, dout, num_q_heads, num_k_heads, num_v_heads, head_dim,
                  _desc(_as_array(q_weight, "q_weight", fn), "q_weight", fn),
                  _desc(_as_array(k_weight, "k_weight", fn), "k_weight", fn), eps, rounding,
@@ -331,12 +337,17 @@ def add_rms_norm_backward(residual, weight, dy, d_residual_out=None, *,
 
 def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads, num_v_heads,
                      head_dim, eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale",
-                     weight_offset=0.0, dweight_dtype=None, out=None):
-    """Gradients of ``qk_norm`` WITHOUT RoPE: (dqkv_in, dq_weight, dk_weight).
+                     weight_offset=0.0, rotary_dim=0, cos=None, sin=None, positions=None,
+                     dweight_dtype=None, out=None):
+    """Gradients of ``qk_norm``: (dqkv_in, dq_weight, dk_weight).
 
     Args:
       qkv: the forward's input [..., (nq + nk + nv) * head_dim].
       dqkv: gradient of the forward's output, same layout, the forward's output dtype.
+      rotary_dim, cos, sin, positions: the forward's RoPE (0: it had none). With RoPE, dqkv
+        is the gradient of the rotated heads: it is rotated back (float64, one rounding to its
+        dtype) before the norm's backward, as torch autograd through Transformers'
+        apply_rotary_pos_emb would (and no less accurately).
       out: gradient of qkv, same layout, qkv's dtype; its q and k columns are written, its v
         columns are not touched (the v gradient is dqkv's v columns: ``out=dqkv``, in place,
         gives the full gradient). None: a copy of dqkv, written in place.
@@ -362,7 +373,8 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
     _ext.qk_norm_backward(_desc(qkv, "qkv", fn), dout, din, num_q_heads,
                           num_k_heads, num_v_heads, head_dim, _desc(q_weight, "q_weight", fn),
                           _desc(k_weight, "k_weight", fn), _desc(dq, "dq_weight", fn, True),
-                          _desc(dk, "dk_weight", fn, True), eps, rounding, weight_offset)
+                          _desc(dk, "dk_weight", fn, True), eps, rounding, weight_offset,
+                          rotary_dim, *_rope(fn, rotary_dim, cos, sin, positions))
     return out, dq, dk
 
 

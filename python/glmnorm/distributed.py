@@ -75,7 +75,8 @@ _RULES = {
                                outs=["rows", "scales"]),
     "rms_norm_backward": dict(mutates=False, args={0: "rows", 1: "repl", 2: "rows"},
                               outs=["rows", "grad"]),
-    "qk_norm_backward": dict(mutates=False, args={0: "rows", 1: "repl", 2: "repl", 3: "rows"},
+    "qk_norm_backward": dict(mutates=False, args={0: "rows", 1: "repl", 2: "repl", 3: "rows",
+                                                  12: "repl", 13: "repl", 14: "vec"},
                              outs=["rows", "grad", "grad"]),
 }
 
@@ -123,9 +124,9 @@ def _strategy_for(name, rule):
         if "scales" in rule["outs"]:
             scale_index = [a.name for a in op_schema.op._schema.arguments].index("scale")
             per_row = per_row or _arg(op_schema, scale_index) is None
-        rope = name.startswith("qk_norm") and "rotary_dim" in [
-            a.name for a in op_schema.op._schema.arguments] and (_arg(op_schema, 10) or 0) > 0
-        positions_missing = rope and _arg(op_schema, 13) is None
+        names = [a.name for a in op_schema.op._schema.arguments]
+        rope = "rotary_dim" in names and (_arg(op_schema, names.index("rotary_dim")) or 0) > 0
+        positions_missing = rope and _arg(op_schema, names.index("positions")) is None
 
         target = []
         vec = []  # placement of per-row 1-D tensors, per mesh dim

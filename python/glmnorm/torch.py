@@ -15,7 +15,8 @@ Ops (namespace ``glmnorm``; CPU tensors):
     torch.ops.glmnorm.rms_norm_backward(x, weight, dy, eps, rounding, weight_offset)
                                          -> (dx, dweight)
     torch.ops.glmnorm.qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads, num_k_heads,
-                                       num_v_heads, head_dim, eps, rounding, weight_offset)
+                                       num_v_heads, head_dim, eps, rounding, weight_offset,
+                                       rotary_dim, cos, sin, positions)
                                          -> (dqkv_in, dq_weight, dk_weight)
 
 ``!`` marks the arguments an op mutates (declared in its schema, so torch.compile and
@@ -39,11 +40,11 @@ than the one it was built against, importing this module raises ImportError with
 command that fixes it.
 
 Autograd: ``rms_norm`` (hence ``RMSNorm`` and a patched model) and the functional ``qk_norm``
-without RoPE have a backward, through ``rms_norm_backward`` / ``qk_norm_backward``
+(with or without RoPE; the cos / sin tables get no gradient) have a backward, through ``rms_norm_backward`` / ``qk_norm_backward``
 (deterministic; the gradients torch autograd computes through Glm4MoeRMSNorm, docs/BACKWARD.md).
 The autograd is C++ (torch::autograd::Function in torch_ops.cc: calls that need no graph
 pay no Python frame). The ops that update an input in
-place (add_rms_norm, qk_norm_, add_rms_norm_quant), the quant ops and qk_norm with RoPE raise a
+place (add_rms_norm, qk_norm_, add_rms_norm_quant) and the quant ops raise a
 RuntimeError saying so when called with inputs that require grad in grad mode. The backward ops
 themselves have no backward (no double backward).
 """
@@ -97,7 +98,8 @@ _SCHEMAS = {
     "qk_norm_backward": "qk_norm_backward(Tensor qkv, Tensor q_weight, Tensor k_weight, "
                         "Tensor dqkv, int num_q_heads, int num_k_heads, int num_v_heads, "
                         "int head_dim, float eps=1e-05, str rounding='cast-then-scale', "
-                        "float weight_offset=0.) -> (Tensor, Tensor, Tensor)",
+                        "float weight_offset=0., int rotary_dim=0, Tensor? cos=None, "
+                        "Tensor? sin=None, Tensor? positions=None) -> (Tensor, Tensor, Tensor)",
 }
 
 _lib = torch.library.Library("glmnorm", "DEF")
@@ -280,13 +282,16 @@ def rms_norm_backward(x, weight, dy, eps=1e-5, rounding="cast-then-scale", weigh
 
 
 def qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads, num_k_heads, num_v_heads,
-                     head_dim, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
-    """torch.ops.glmnorm.qk_norm_backward: (dqkv_in, dq_weight, dk_weight) of qk_norm without
-    RoPE (v's gradient passed through from dqkv)."""
+                     head_dim, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0,
+                     rotary_dim=0, cos=None, sin=None, positions=None):
+    """torch.ops.glmnorm.qk_norm_backward: (dqkv_in, dq_weight, dk_weight) of qk_norm, with the
+    forward's RoPE arguments when it had RoPE (dqkv is then the gradient of the rotated
+    heads); v's gradient passed through from dqkv."""
     try:
         return torch.ops.glmnorm.qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads,
                                                   num_k_heads, num_v_heads, head_dim, eps,
-                                                  rounding, weight_offset)
+                                                  rounding, weight_offset, rotary_dim, cos,
+                                                  sin, positions)
     except RuntimeError as e:
         _explain("qk_norm_backward", e, locals())
 

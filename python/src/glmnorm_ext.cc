@@ -158,6 +158,22 @@ glmnorm::QkHeads Heads(const char* fn, nb::handle nq, nb::handle nk, nb::handle 
 
 using H = nb::handle;
 
+// The Rope argument of the QK functions: rotary_dim 0 leaves the tables unread
+// (the Python layer passes empty descriptors); an empty positions is absent.
+glmnorm::Rope RopeOf(const char* fn, H rotary_dim, const Desc& cos, const Desc& sin,
+                     const Desc& positions) {
+  glmnorm::Rope rope;
+  rope.rotary_dim = Int(fn, "rotary_dim", rotary_dim);
+  if (rope.rotary_dim != 0) {
+    rope.cos = ToView<const void*>(fn, cos, "cos");
+    rope.sin = ToView<const void*>(fn, sin, "sin");
+    if (!std::get<2>(positions).empty()) {
+      rope.positions = ToView<const void*>(fn, positions, "positions");
+    }
+  }
+  return rope;
+}
+
 // Runs a library call with the GIL released; its errors are reworded for
 // the Python caller (messages.h: the Python function and argument names),
 // their kind kept.
@@ -202,19 +218,11 @@ void QkNorm(const Desc& qkv_in, const Desc& qkv_out, H num_q_heads, H num_k_head
   constexpr const char* kFn = "glmnorm.qk_norm";
   const glmnorm::QkHeads heads = Heads(kFn, num_q_heads, num_k_heads, num_v_heads, head_dim);
   auto opt = Options(kFn, eps, rounding, weight_offset);
-  glmnorm::Rope rope;
-  rope.rotary_dim = Int(kFn, "rotary_dim", rotary_dim);
+  const glmnorm::Rope rope = RopeOf(kFn, rotary_dim, cos, sin, positions);
   auto in = ToView<const void*>(kFn, qkv_in, "qkv");
   auto out = ToView<void*>(kFn, qkv_out, "out");
   auto qg = ToView<const void*>(kFn, q_gamma, "q_weight");
   auto kg = ToView<const void*>(kFn, k_gamma, "k_weight");
-  if (rope.rotary_dim != 0) {
-    rope.cos = ToView<const void*>(kFn, cos, "cos");
-    rope.sin = ToView<const void*>(kFn, sin, "sin");
-    if (!std::get<2>(positions).empty()) {
-      rope.positions = ToView<const void*>(kFn, positions, "positions");
-    }
-  }
   Run(kFn, [&] { glmnorm::QkNorm(in, out, heads, qg, kg, opt, rope); });
 }
 
@@ -283,10 +291,12 @@ void AddRmsNormBackward(const Desc& h, const Desc& gamma, const Desc& dy,
 void QkNormBackward(const Desc& qkv, const Desc& dqkv_out, const Desc& dqkv_in,
                     H num_q_heads, H num_k_heads, H num_v_heads, H head_dim,
                     const Desc& q_gamma, const Desc& k_gamma, const Desc& dq_gamma,
-                    const Desc& dk_gamma, H eps, H rounding, H weight_offset) {
+                    const Desc& dk_gamma, H eps, H rounding, H weight_offset, H rotary_dim,
+                    const Desc& cos, const Desc& sin, const Desc& positions) {
   constexpr const char* kFn = "glmnorm.qk_norm_backward";
   const glmnorm::QkHeads heads = Heads(kFn, num_q_heads, num_k_heads, num_v_heads, head_dim);
   auto opt = Options(kFn, eps, rounding, weight_offset);
+  const glmnorm::Rope rope = RopeOf(kFn, rotary_dim, cos, sin, positions);
   auto in = ToView<const void*>(kFn, qkv, "qkv");
   auto dout = ToView<const void*>(kFn, dqkv_out, "dqkv_out");
   auto din = ToView<void*>(kFn, dqkv_in, "out");
@@ -294,7 +304,7 @@ void QkNormBackward(const Desc& qkv, const Desc& dqkv_out, const Desc& dqkv_in,
   auto kg = ToView<const void*>(kFn, k_gamma, "k_weight");
   auto dqg = ToView<void*>(kFn, dq_gamma, "dq_weight");
   auto dkg = ToView<void*>(kFn, dk_gamma, "dk_weight");
-  Run(kFn, [&] { glmnorm::QkNormBackward(in, dout, din, heads, qg, kg, dqg, dkg, opt); });
+  Run(kFn, [&] { glmnorm::QkNormBackward(in, dout, din, heads, qg, kg, dqg, dkg, opt, rope); });
 }
 
 // The dtype code of a new output of `op` given the dtype codes of its tensor
@@ -379,7 +389,7 @@ NB_MODULE(_glmnorm, m) {
   m.def("qk_norm_backward", &QkNormBackward, a("qkv"), a("dqkv_out"), a("dqkv_in"),
         n("num_q_heads"), n("num_k_heads"), n("num_v_heads"), n("head_dim"), a("q_weight"),
         a("k_weight"), a("dq_weight"), a("dk_weight"), n("eps"), n("rounding"),
-        n("weight_offset"));
+        n("weight_offset"), n("rotary_dim"), a("cos"), a("sin"), a("positions"));
   m.def("output_dtype", &OutputDType);
   // check_args(fn, {name: value}): the scalar arguments of a call converted as
   // every function here converts them (TypeError / ValueError naming fn and

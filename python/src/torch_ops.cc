@@ -194,19 +194,35 @@ class OutputCache final : public c10::Allocator {
                    [] { Get().mu_.unlock(); });
   }
 
+  // A freed output's block goes to the front of the free list; the oldest
+  // blocks are unmapped while the list holds more than the limit (the newest
+  // are the likeliest to be asked for again: a model's shapes repeat).
   static void Release(void* ctx) {
     OutputCache& cache = Get();
     Block* block = static_cast<Block*>(ctx);
-    {
+    Block* evicted = nullptr;
+    if (block->bytes <= cache.limit_) {
       std::lock_guard<std::mutex> lock(cache.mu_);
-      if (cache.cached_ + block->bytes <= cache.limit_) {
-        block->next = cache.free_;
-        cache.free_ = block;
-        cache.cached_ += block->bytes;
-        return;
+      block->next = cache.free_;
+      cache.free_ = block;
+      cache.cached_ += block->bytes;
+      while (cache.cached_ > cache.limit_) {
+        Block** oldest = &cache.free_;
+        while ((*oldest)->next != nullptr) oldest = &(*oldest)->next;
+        cache.cached_ -= (*oldest)->bytes;
+        (*oldest)->next = evicted;
+        evicted = *oldest;
+        *oldest = nullptr;
       }
+    } else {
+      evicted = block;
+      evicted->next = nullptr;
     }
-    std::free(block);
+    while (evicted != nullptr) {  // unmapped outside the lock
+      Block* next = evicted->next;
+      std::free(evicted);
+      evicted = next;
+    }
   }
 
   std::mutex mu_;
@@ -299,6 +315,22 @@ glmnorm::QkHeads Heads(const char* op, int64_t num_q_heads, int64_t num_k_heads,
   return heads;
 }
 
+// The Rope argument of the QK ops (rotary_dim 0: none).
+glmnorm::Rope RopeOf(const char* op, int64_t rotary_dim, const std::optional<at::Tensor>& cos,
+                     const std::optional<at::Tensor>& sin,
+                     const std::optional<at::Tensor>& positions) {
+  glmnorm::Rope rope;
+  rope.rotary_dim = Int(op, rotary_dim, "rotary_dim");
+  if (rotary_dim != 0) {
+    TORCH_CHECK_VALUE(cos.has_value() && sin.has_value(), "glmnorm.", op,
+                      ": rotary_dim > 0 needs cos and sin tables");
+    rope.cos = View<const void*>(op, *cos, "cos");
+    rope.sin = View<const void*>(op, *sin, "sin");
+    if (positions.has_value()) rope.positions = View<const void*>(op, *positions, "positions");
+  }
+  return rope;
+}
+
 void QkCall(const char* op, const at::Tensor& qkv, bool written_in_place,
             const at::Tensor& q_weight, const at::Tensor& k_weight, int64_t num_q_heads,
             int64_t num_k_heads, int64_t num_v_heads, int64_t head_dim, double eps,
@@ -307,15 +339,7 @@ void QkCall(const char* op, const at::Tensor& qkv, bool written_in_place,
             const std::optional<at::Tensor>& positions) {
   try {
     const glmnorm::QkHeads heads = Heads(op, num_q_heads, num_k_heads, num_v_heads, head_dim);
-    glmnorm::Rope rope;
-    rope.rotary_dim = Int(op, rotary_dim, "rotary_dim");
-    if (rotary_dim != 0) {
-      TORCH_CHECK_VALUE(cos.has_value() && sin.has_value(), "glmnorm.", op,
-                        ": rotary_dim > 0 needs cos and sin tables");
-      rope.cos = View<const void*>(op, *cos, "cos");
-      rope.sin = View<const void*>(op, *sin, "sin");
-      if (positions.has_value()) rope.positions = View<const void*>(op, *positions, "positions");
-    }
+    const glmnorm::Rope rope = RopeOf(op, rotary_dim, cos, sin, positions);
     const auto out = View<void*>(op, qkv, "qkv");
     const auto qw = View<const void*>(op, q_weight, "q_weight");
     const auto kw = View<const void*>(op, k_weight, "k_weight");
@@ -444,16 +468,19 @@ std::tuple<at::Tensor, at::Tensor> RmsNormBackward(const at::Tensor& x, const at
   }
 }
 
-// (dqkv_in, dq_weight, dk_weight) of the functional qk_norm without RoPE:
-// dqkv_in is a copy of dqkv (v passes through) with its q and k columns
-// replaced by the norm's input gradient.
+// (dqkv_in, dq_weight, dk_weight) of the functional qk_norm, with the
+// forward's RoPE arguments when it had RoPE: dqkv_in is a copy of dqkv (v
+// passes through) with its q and k columns replaced by the input gradient.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> QkNormBackward(
     const at::Tensor& qkv, const at::Tensor& q_weight, const at::Tensor& k_weight,
     const at::Tensor& dqkv, int64_t num_q_heads, int64_t num_k_heads, int64_t num_v_heads,
-    int64_t head_dim, double eps, c10::string_view rounding, double weight_offset) {
+    int64_t head_dim, double eps, c10::string_view rounding, double weight_offset,
+    int64_t rotary_dim, const std::optional<at::Tensor>& cos,
+    const std::optional<at::Tensor>& sin, const std::optional<at::Tensor>& positions) {
   constexpr const char* kOp = "qk_norm_backward";
   try {
     const glmnorm::QkHeads heads = Heads(kOp, num_q_heads, num_k_heads, num_v_heads, head_dim);
+    const glmnorm::Rope rope = RopeOf(kOp, rotary_dim, cos, sin, positions);
     const auto o = Options(kOp, eps, rounding, weight_offset);
     at::Tensor din = NewOutput(qkv.sizes(), qkv.options());
     din.copy_(dqkv);
@@ -465,7 +492,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> QkNormBackward(
                             View<const void*>(kOp, q_weight, "q_weight"),
                             View<const void*>(kOp, k_weight, "k_weight"),
                             View<void*>(kOp, dq, "dq_weight"), View<void*>(kOp, dk, "dk_weight"),
-                            o);
+                            o, rope);
     return {din, dq, dk};
   } catch (const glmnorm::Error& e) {
     Rethrow(kOp, e, {{"dqkv_in", "dqkv"}});  // dqkv_in is the op's copy of dqkv
@@ -539,7 +566,10 @@ class QkNormFunction : public torch::autograd::Function<QkNormFunction> {
                             const at::Tensor& q_weight, const at::Tensor& k_weight,
                             int64_t num_q_heads, int64_t num_k_heads, int64_t num_v_heads,
                             int64_t head_dim, double eps, c10::string_view rounding,
-                            double weight_offset) {
+                            double weight_offset, int64_t rotary_dim,
+                            const std::optional<at::Tensor>& cos,
+                            const std::optional<at::Tensor>& sin,
+                            const std::optional<at::Tensor>& positions) {
     static const auto op = c10::Dispatcher::singleton()
                                .findSchemaOrThrow("glmnorm::qk_norm", "")
                                .typed<QkFn>();
@@ -547,16 +577,16 @@ class QkNormFunction : public torch::autograd::Function<QkNormFunction> {
     {
       at::AutoDispatchBelowADInplaceOrView guard;
       out = op.call(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim,
-                    eps, rounding, weight_offset, 0, std::nullopt, std::nullopt, std::nullopt);
+                    eps, rounding, weight_offset, rotary_dim, cos, sin, positions);
     }
-    if (ctx != nullptr) {
-      ctx->save_for_backward({qkv, q_weight, k_weight});
-      ctx->saved_data["heads"] = std::vector<int64_t>{num_q_heads, num_k_heads, num_v_heads,
-                                                      head_dim};
-      ctx->saved_data["eps"] = eps;
-      ctx->saved_data["rounding"] = std::string(rounding.data(), rounding.size());
-      ctx->saved_data["weight_offset"] = weight_offset;
-    }
+    // Absent tables are saved as undefined tensors (save_for_backward keeps the order).
+    ctx->save_for_backward({qkv, q_weight, k_weight, cos.value_or(at::Tensor()),
+                            sin.value_or(at::Tensor()), positions.value_or(at::Tensor())});
+    ctx->saved_data["heads"] = std::vector<int64_t>{num_q_heads, num_k_heads, num_v_heads,
+                                                    head_dim, rotary_dim};
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["rounding"] = std::string(rounding.data(), rounding.size());
+    ctx->saved_data["weight_offset"] = weight_offset;
     return out;
   }
 
@@ -564,14 +594,18 @@ class QkNormFunction : public torch::autograd::Function<QkNormFunction> {
     static const auto op = c10::Dispatcher::singleton()
                                .findSchemaOrThrow("glmnorm::qk_norm_backward", "")
                                .typed<decltype(QkNormBackward)>();
-    if (!grads[0].defined()) return variable_list(10);
+    if (!grads[0].defined()) return variable_list(14);
     const variable_list saved = ctx->get_saved_variables();
     const std::vector<int64_t> h = ctx->saved_data["heads"].toIntVector();
     const std::string rounding = ctx->saved_data["rounding"].toStringRef();
+    auto optional = [](const at::Tensor& t) {
+      return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+    };
     auto [dqkv, dq, dk] = op.call(saved[0], saved[1], saved[2], grads[0].contiguous(), h[0],
                                   h[1], h[2], h[3], ctx->saved_data["eps"].toDouble(), rounding,
-                                  ctx->saved_data["weight_offset"].toDouble());
-    variable_list out(10);
+                                  ctx->saved_data["weight_offset"].toDouble(), h[4],
+                                  optional(saved[3]), optional(saved[4]), optional(saved[5]));
+    variable_list out(14);
     out[0] = dqkv;
     out[1] = dq;
     out[2] = dk;
@@ -586,23 +620,24 @@ at::Tensor QkNormAutograd(const at::Tensor& qkv, const at::Tensor& q_weight,
                           const std::optional<at::Tensor>& cos,
                           const std::optional<at::Tensor>& sin,
                           const std::optional<at::Tensor>& positions) {
-  const bool grad = AnyRequiresGrad({&qkv, &q_weight, &k_weight});
-  if (!grad || rotary_dim == 0) {
-    if (grad) {
-      return QkNormFunction::apply(qkv, q_weight, k_weight, num_q_heads, num_k_heads,
-                                   num_v_heads, head_dim, eps, rounding, weight_offset);
+  if (AnyRequiresGrad({&qkv, &q_weight, &k_weight})) {
+    // The tables are inputs of the rotation, not parameters: no gradient flows
+    // to them, so one that asks for it is refused rather than left at None.
+    for (const auto* t : {&cos, &sin}) {
+      TORCH_CHECK(!(t->has_value() && (*t)->requires_grad()),
+                  "glmnorm: torch.ops.glmnorm.qk_norm: cos / sin require grad, but the op has "
+                  "no gradient for the RoPE tables; detach them");
     }
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("glmnorm::qk_norm", "")
-                               .typed<QkFn>();
-    at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
-                   rounding, weight_offset, rotary_dim, cos, sin, positions);
+    return QkNormFunction::apply(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads,
+                                 head_dim, eps, rounding, weight_offset, rotary_dim, cos, sin,
+                                 positions);
   }
-  TORCH_CHECK(false,
-              "glmnorm: torch.ops.glmnorm.qk_norm has no backward with rotary_dim > 0 (the "
-              "backward of the fused RoPE is not implemented): call it with rotary_dim=0 and "
-              "apply RoPE in PyTorch, or run under torch.no_grad() / torch.inference_mode()");
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("glmnorm::qk_norm", "")
+                             .typed<QkFn>();
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return op.call(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
+                 rounding, weight_offset, rotary_dim, cos, sin, positions);
 }
 
 // The Autograd kernel of the ops without a backward: refuses
@@ -622,7 +657,7 @@ void RefuseGrad(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       TORCH_CHECK(!(v.isTensor() && v.toTensor().requires_grad()),
                   "glmnorm: torch.ops.glmnorm.", name,
                   " has no backward (it updates its input in place or quantises: the "
-                  "differentiable ops are rms_norm and qk_norm without RoPE; in training use "
+                  "differentiable ops are rms_norm and the functional qk_norm; in training use "
                   "them, or add the residual in PyTorch). Run under torch.no_grad() / "
                   "torch.inference_mode(), or detach the inputs.");
     }
