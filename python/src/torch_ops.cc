@@ -235,8 +235,18 @@ at::Tensor NewOutput(at::IntArrayRef sizes, const at::TensorOptions& options) {
   int64_t elements = 1;
   for (int64_t s : sizes) elements *= s;
   OutputCache& cache = OutputCache::Get();
-  if (static_cast<size_t>(elements) * options.dtype().itemsize() < kCacheMin || !cache.enabled()) {
-    return at::empty(sizes, options);
+  const size_t bytes = static_cast<size_t>(elements) * options.dtype().itemsize();
+  if (bytes < kCacheMin) return at::empty(sizes, options);
+  if (!cache.enabled()) {
+    // A fresh mapping from PyTorch's allocator: at least ask for huge pages on
+    // its 2 MiB-aligned interior before the kernel's first write (512x fewer
+    // faults; the zeroing remains).
+    at::Tensor t = at::empty(sizes, options);
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data_ptr());
+    const uintptr_t lo = (begin + kHugePage - 1) & ~(kHugePage - 1);
+    const uintptr_t hi = (begin + bytes) & ~(kHugePage - 1);
+    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+    return t;
   }
   return at::detail::empty_generic(sizes, &cache, c10::DispatchKeySet(c10::DispatchKey::CPU),
                                    c10::typeMetaToScalarType(options.dtype()), std::nullopt);
