@@ -205,6 +205,12 @@ def test_opcheck_backward_ops(gen):
                                    (qkv.clone().requires_grad_(), qw.clone().requires_grad_(),
                                     kw, nq, nk, nv, hd))
     assert all(v == "SUCCESS" for v in result.values()), result
+    ang = torch.rand((5, 8), generator=gen)  # RoPE over half of each head
+    result = torch.library.opcheck(OPS.qk_norm.default,
+                                   (qkv.clone().requires_grad_(), qw.clone().requires_grad_(),
+                                    kw, nq, nk, nv, hd, 1e-5, "cast-then-scale", 0.0, 16,
+                                    torch.cos(ang), torch.sin(ang)))
+    assert all(v == "SUCCESS" for v in result.values()), result
 
 
 def test_ops_without_backward_refuse_clearly(gen):
@@ -216,10 +222,12 @@ def test_ops_without_backward_refuse_clearly(gen):
         OPS.qk_norm_(torch.zeros(2, 64), w[:16].clone().requires_grad_(), w[:16], 2, 1, 1, 16)
     with pytest.raises(RuntimeError, match="rms_norm_quant has no backward"):
         OPS.rms_norm_quant(x, w, torch.int8)
+    # qk_norm with RoPE has a backward now (issue 17 §2): the weight gets a gradient
     ang = torch.rand((4, 4))
-    with pytest.raises(RuntimeError, match="no backward with rotary_dim > 0"):
-        OPS.qk_norm(torch.zeros(2, 64), w[:16].clone().requires_grad_(), w[:16], 2, 1, 1, 16,
-                    1e-5, "cast-then-scale", 0.0, 8, torch.cos(ang), torch.sin(ang))
+    wq = w[:16].clone().requires_grad_()
+    OPS.qk_norm(torch.randn(2, 64), wq, w[:16], 2, 1, 1, 16, 1e-5, "cast-then-scale", 0.0, 8,
+                torch.cos(ang), torch.sin(ang)).sum().backward()
+    assert wq.grad is not None and bool(torch.isfinite(wq.grad).all())
     with torch.no_grad():  # forward-only use still works
         assert OPS.add_rms_norm(x.detach().clone(), x, w).shape == x.shape
 
