@@ -120,7 +120,7 @@ int RunBench(const BenchOptions& o) {
   static const char* const kKernels[] = {"rms_norm",       "add_rms_norm", "add_then_rms_norm",
                                          "add_rms_norm_quant", "rms_norm_quant", "qk_norm",
                                          "qk_norm_rope", "rms_norm_backward",
-                                         "add_rms_norm_backward"};
+                                         "add_rms_norm_backward", "qk_norm_rope_backward"};
   if (!o.kernel.empty() && std::find(std::begin(kKernels), std::end(kKernels), o.kernel) ==
                                std::end(kKernels)) {
     std::string list;

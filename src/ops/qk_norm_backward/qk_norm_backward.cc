@@ -39,25 +39,25 @@ BasicTensorView<Ptr> Heads(const BasicTensorView<Ptr>& qkv, int64_t first_head, 
   return v;
 }
 
-double Load(DType t, const void* p, int64_t i) {
-  switch (t) {
-    case DType::kBF16: return F32FromBF16(static_cast<const uint16_t*>(p)[i]);
-    case DType::kF16: return F32FromF16(static_cast<const uint16_t*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
+// Element access of one storage type (uint16_t: bf16 or f16 bits).
+template <DType kT>
+struct Elem {
+  using Storage = std::conditional_t<kT == DType::kF32, float, uint16_t>;
+  static double Load(const Storage* p, int64_t i) {
+    if constexpr (kT == DType::kBF16) return F32FromBF16(p[i]);
+    else if constexpr (kT == DType::kF16) return F32FromF16(p[i]);
+    else return p[i];
   }
-}
-
-// Rounds once to float32 (exact for f32 storage); a 16-bit dtype then rounds
-// that float: a double rounding at 2^-24 of the value, far below the 2^-8 of
-// the 16-bit result.
-void Store(DType t, void* p, int64_t i, double v) {
-  const float f = static_cast<float>(v);
-  switch (t) {
-    case DType::kBF16: static_cast<uint16_t*>(p)[i] = BF16FromF32(f); break;
-    case DType::kF16: static_cast<uint16_t*>(p)[i] = F16FromF32(f); break;
-    default: static_cast<float*>(p)[i] = f;
+  // Rounds once to float32 (exact for f32 storage); a 16-bit dtype then
+  // rounds that float: a double rounding at 2^-24 of the value, far below the
+  // 2^-8 of the 16-bit result.
+  static void Store(Storage* p, int64_t i, double v) {
+    const float f = static_cast<float>(v);
+    if constexpr (kT == DType::kBF16) p[i] = BF16FromF32(f);
+    else if constexpr (kT == DType::kF16) p[i] = F16FromF32(f);
+    else p[i] = f;
   }
-}
+};
 
 // The RoPE backward: the gradient of QkNorm's rotated q and k heads
 // (dqkv_out's q and k columns) turned into the gradient of the normalised
@@ -69,26 +69,39 @@ void Store(DType t, void* p, int64_t i, double v) {
 // computed in float64 and rounded once; dims from rotary_dim on pass as they
 // are. Torch autograd through Transformers' apply_rotary_pos_emb rounds each
 // product and sum to the dtype: this is as accurate or more (python/tests).
-void UnrotateGradient(const ConstTensorView& dqkv_out, const QkHeads& heads, const Rope& rope,
-                      void* dst) {
+template <DType kT>
+void UnrotateGradientTyped(const ConstTensorView& dqkv_out, const QkHeads& heads,
+                           const Rope& rope, void* dst_bytes) {
+  using E = Elem<kT>;
+  using S = typename E::Storage;
   const int64_t tokens = dqkv_out.shape[0], hd = heads.head_dim, half = rope.rotary_dim / 2;
   const int64_t cols = (int64_t{heads.num_q_heads} + heads.num_k_heads) * hd;
-  const DType t = dqkv_out.dtype;
+  const auto* src_base = static_cast<const S*>(dqkv_out.data);
+  auto* dst_base = static_cast<S*>(dst_bytes);
   const auto* pos = static_cast<const int64_t*>(rope.positions.data);
   for (int64_t tok = 0; tok < tokens; ++tok) {
     const int64_t row = pos != nullptr ? pos[tok * rope.positions.stride[0]] : tok;
     const float* cos = static_cast<const float*>(rope.cos.data) + row * rope.cos.stride[0];
     const float* sin = static_cast<const float*>(rope.sin.data) + row * rope.sin.stride[0];
-    const int64_t src_row = tok * dqkv_out.stride[0], dst_row = tok * cols;
     for (int64_t head = 0; head < cols; head += hd) {
-      const int64_t src = src_row + head, out = dst_row + head;
+      const S* src = src_base + tok * dqkv_out.stride[0] + head;
+      S* dst = dst_base + tok * cols + head;
       for (int64_t i = 0; i < half; ++i) {
-        const double lo = Load(t, dqkv_out.data, src + i), hi = Load(t, dqkv_out.data, src + half + i);
-        Store(t, dst, out + i, lo * cos[i] + hi * sin[i]);
-        Store(t, dst, out + half + i, hi * cos[i] - lo * sin[i]);
+        const double lo = E::Load(src, i), hi = E::Load(src, half + i);
+        E::Store(dst, i, lo * cos[i] + hi * sin[i]);
+        E::Store(dst, half + i, hi * cos[i] - lo * sin[i]);
       }
-      for (int64_t i = 2 * half; i < hd; ++i) Store(t, dst, out + i, Load(t, dqkv_out.data, src + i));
+      for (int64_t i = 2 * half; i < hd; ++i) dst[i] = src[i];  // not rotated: copied
     }
+  }
+}
+
+void UnrotateGradient(const ConstTensorView& dqkv_out, const QkHeads& heads, const Rope& rope,
+                      void* dst) {
+  switch (dqkv_out.dtype) {
+    case DType::kBF16: return UnrotateGradientTyped<DType::kBF16>(dqkv_out, heads, rope, dst);
+    case DType::kF16: return UnrotateGradientTyped<DType::kF16>(dqkv_out, heads, rope, dst);
+    default: return UnrotateGradientTyped<DType::kF32>(dqkv_out, heads, rope, dst);
   }
 }
 
