@@ -41,7 +41,8 @@ void AddRmsNorm(const TensorView& residual, const ConstTensorView& delta,
     }
     for (int64_t i = 0; i < width; ++i) {
       double g = Load(gamma.data, gamma.dtype, i);
-      if (options.weight_offset != 0.0f) g += options.weight_offset;
+      // SPEC §1: g = gamma + weight_offset is a float32 (one rounding).
+      if (options.weight_offset != 0.0f) g = RoundTo(DType::kF32, g + options.weight_offset);
       double h = in[i] * r;
       if (options.rounding == Rounding::kCastThenScale && residual.dtype != DType::kF32) {
         h = RoundTo(residual.dtype, h);

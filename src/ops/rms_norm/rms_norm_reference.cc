@@ -29,7 +29,8 @@ void RmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const Tenso
                                      static_cast<double>(options.eps));
     for (int64_t i = 0; i < width; ++i) {
       double g = Load(gamma.data, gamma.dtype, i);
-      if (options.weight_offset != 0.0f) g += options.weight_offset;
+      // SPEC §1: g = gamma + weight_offset is a float32 (one rounding).
+      if (options.weight_offset != 0.0f) g = RoundTo(DType::kF32, g + options.weight_offset);
       double h = Load(xr, x.dtype, i) * r;
       if (options.rounding == Rounding::kCastThenScale && x.dtype != DType::kF32) {
         h = RoundTo(x.dtype, h);
@@ -58,7 +59,8 @@ Comparison CompareRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma
     const double r = 1.0 / std::sqrt(sum / double(width) + double(options.eps));
     for (int64_t i = 0; i < width; ++i) {
       double g = Load(gamma.data, gamma.dtype, i);
-      if (options.weight_offset != 0.0f) g += options.weight_offset;
+      // SPEC §1: g = gamma + weight_offset is a float32 (one rounding).
+      if (options.weight_offset != 0.0f) g = RoundTo(DType::kF32, g + options.weight_offset);
       const double h = Load(xr, x.dtype, i) * r;
       double candidates[2] = {h, h};
       if (cast) {

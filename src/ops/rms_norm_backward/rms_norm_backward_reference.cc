@@ -40,7 +40,8 @@ NormBackwardResult RmsNormBackward(const ConstTensorView& x, const ConstTensorVi
   std::vector<double> g(width), xf(width), dh(width), dh_slack(width);
   for (int64_t i = 0; i < width; ++i) {
     g[i] = Load(gamma.data, gamma.dtype, i);
-    if (options.weight_offset != 0.0f) g[i] += options.weight_offset;
+    // SPEC §1: g = gamma + weight_offset is a float32 (one rounding).
+    if (options.weight_offset != 0.0f) g[i] = RoundTo(DType::kF32, g[i] + options.weight_offset);
   }
   for (int64_t row = 0; row < rows; ++row) {
     const auto* xr = static_cast<const char*>(x.data) + RowOffset(x, row) * xs;
