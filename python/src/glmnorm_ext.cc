@@ -407,13 +407,14 @@ NB_MODULE(_glmnorm, m) {
     if (get("normalize_rounded_sum").is_valid()) {
       Bool(fn, "normalize_rounded_sum", get("normalize_rounded_sum"));
     }
-    if (get("rounding").is_valid()) RoundingOf(fn, get("rounding"));
-    for (const char* name : {"eps", "weight_offset"}) {
-      if (get(name).is_valid()) Float(fn, name, get(name));
-    }
     if (get("eps").is_valid() && get("rounding").is_valid() && get("weight_offset").is_valid()) {
       const glmnorm::NormOptions o = Options(fn, get("eps"), get("rounding"), get("weight_offset"));
       Run(fn, [&] { glmnorm::CheckNormOptions(o); });
+    } else {  // some of them: each converted alone
+      if (get("rounding").is_valid()) RoundingOf(fn, get("rounding"));
+      for (const char* name : {"eps", "weight_offset"}) {
+        if (get(name).is_valid()) Float(fn, name, get(name));
+      }
     }
   });
   m.def("set_num_threads", [](H n) {

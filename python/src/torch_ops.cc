@@ -26,6 +26,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/accumulate.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/variable.h>
@@ -232,10 +233,8 @@ class OutputCache final : public c10::Allocator {
 };
 
 at::Tensor NewOutput(at::IntArrayRef sizes, const at::TensorOptions& options) {
-  int64_t elements = 1;
-  for (int64_t s : sizes) elements *= s;
   OutputCache& cache = OutputCache::Get();
-  const size_t bytes = static_cast<size_t>(elements) * options.dtype().itemsize();
+  const size_t bytes = c10::multiply_integers(sizes) * options.dtype().itemsize();
   if (bytes < kCacheMin) return at::empty(sizes, options);
   if (!cache.enabled()) {
     // A fresh mapping from PyTorch's allocator: at least ask for huge pages on

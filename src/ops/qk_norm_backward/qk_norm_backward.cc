@@ -3,7 +3,6 @@
 // [tokens, heads, head_dim] (ops/rms_norm_backward/).
 #include "glmnorm/qk_norm_backward.h"
 
-#include <memory>
 #include <string>
 #include <type_traits>
 
@@ -105,16 +104,11 @@ void UnrotateGradient(const ConstTensorView& dqkv_out, const QkHeads& heads, con
   }
 }
 
-// The un-rotated gradient's buffer: one per calling thread, grown when a call
-// needs more than any before it (as the backward's own arena), never freed.
+// The un-rotated gradient's buffer: its own per-thread arena (the norm
+// backward's arena holds the workspace of the same call).
 void* UnrotatedBuffer(size_t bytes) {
-  thread_local std::unique_ptr<unsigned char[]> buffer;
-  thread_local size_t size = 0;
-  if (size < bytes) {
-    buffer.reset(new unsigned char[bytes]);
-    size = bytes;
-  }
-  return buffer.get();
+  thread_local detail::ScratchArena arena;
+  return arena.For(bytes);
 }
 
 }  // namespace

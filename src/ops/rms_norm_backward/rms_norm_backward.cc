@@ -23,19 +23,10 @@ int64_t PartialStride(int64_t width) {
   return (width + kPartialAlign - 1) / kPartialAlign * kPartialAlign;
 }
 
-// The internal arena (rms_norm_backward.h): one per calling thread, grown
-// only when a call needs more than any call before it on that thread.
-struct Arena {
-  std::unique_ptr<unsigned char[]> bytes;
-  size_t size = 0;
-};
+// The internal arena (rms_norm_backward.h), one per calling thread.
 void* ArenaFor(size_t bytes) {
-  thread_local Arena arena;
-  if (arena.size < bytes) {
-    arena.bytes.reset(new unsigned char[bytes]);
-    arena.size = bytes;
-  }
-  return arena.bytes.get();
+  thread_local detail::ScratchArena arena;
+  return arena.For(bytes);
 }
 
 float* AlignedPartials(void* base) {

@@ -4,7 +4,9 @@
 #ifndef GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_JOB_H_
 #define GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_JOB_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "core/job.h"
 #include "glmnorm/rms_norm_backward.h"
@@ -67,6 +69,25 @@ struct OpKernels<RmsNormBackwardJob> {
 void CpuReduceDGamma(const DGammaReduceJob& job);
 
 namespace detail {
+
+// A per-thread scratch buffer that grows only when a call needs more than
+// any call before it on that thread and is never freed (the backward's
+// internal arena, rms_norm_backward.h). Each user keeps its own
+// `thread_local ScratchArena`, so two users in one call never share bytes.
+class ScratchArena {
+ public:
+  void* For(size_t bytes) {
+    if (size_ < bytes) {
+      bytes_.reset(new unsigned char[bytes]);
+      size_ = bytes;
+    }
+    return bytes_.get();
+  }
+
+ private:
+  std::unique_ptr<unsigned char[]> bytes_;
+  size_t size_ = 0;
+};
 
 // The checks and the run shared by the three backward front ends. `fn` names
 // the public function in error messages. x and dy may be 2-D to 4-D (QK heads
