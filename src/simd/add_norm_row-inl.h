@@ -8,9 +8,11 @@
 #define GLMNORM_SRC_SIMD_ADD_NORM_ROW_INL_H_
 #endif
 
+#include <algorithm>
 #include <type_traits>
 
 #include "core/job.h"
+#include "hwy/cache_control.h"
 #include "simd/convert-inl.h"
 #include "simd/norm_row-inl.h"
 #include "simd/quantize-inl.h"
@@ -70,6 +72,16 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
   for (int64_t row = row_begin; row < row_end; ++row) {
     R* res = static_cast<R*>(job.residual) + job.residual_rows.Offset(row);
     const Dl* del = static_cast<const Dl*>(job.delta) + job.delta_rows.Offset(row);
+    // The pass that writes y reads this row from cache: it prefetches the
+    // next row's residual and delta, so that reads of memory stay in flight
+    // (as in RmsNorm's row loop). A line already requested costs nothing more.
+    const int64_t ahead = std::min(row + 1, row_end - 1);
+    const R* res_ahead = static_cast<const R*>(job.residual) + job.residual_rows.Offset(ahead);
+    const Dl* del_ahead = static_cast<const Dl*>(job.delta) + job.delta_rows.Offset(ahead);
+    const auto prefetch_ahead = [=](size_t i) {
+      hwy::Prefetch(res_ahead + i);
+      hwy::Prefetch(del_ahead + i);
+    };
     if (rounded) {
       // The norm reads the rounded sum, which is what residual must hold:
       // the first pass stores it (and reads it back, exactly, for the sum of
@@ -91,7 +103,10 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
         StoreF32AsPartial(dd, s, res + i, n);
         return LoadF32Partial(dd, res + i, n);
       };
-      const auto h_load = [=](auto dd, size_t i) { return LoadF32(dd, res + i); };
+      const auto h_load = [=](auto dd, size_t i) {
+        prefetch_ahead(i);
+        return LoadF32(dd, res + i);
+      };
       const auto h_load_partial = [=](auto dd, size_t i, size_t n) {
         return LoadF32Partial(dd, res + i, n);
       };
@@ -120,6 +135,7 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
     const auto make_store_load = [=](auto may_be_nan) {
       constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
       return [=](auto dd, size_t i) {
+        prefetch_ahead(i);
         const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
         StoreF32AsWith<kMayBeNaN>(dd, s, res + i, native_bf16);
         return s;

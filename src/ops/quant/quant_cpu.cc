@@ -7,8 +7,10 @@
 #define HWY_TARGET_INCLUDE "ops/quant/quant_cpu.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <algorithm>
 #include <cstdint>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "ops/quant/quant_job.h"
 #include "simd/add_norm_row-inl.h"
@@ -34,11 +36,19 @@ void RmsNormQuantRowsTyped(const RmsNormQuantJob& job, int64_t row_begin, int64_
     const auto load_partial = [x](auto dd, size_t i, size_t n) {
       return LoadF32Partial(dd, x + i, n);
     };
+    // The pass that writes q reads x from cache: it prefetches the next row
+    // (as in RmsNorm's row loop), so that reads of memory stay in flight.
+    const T* ahead =
+        static_cast<const T*>(job.x) + job.x_rows.Offset(std::min(row + 1, row_end - 1));
+    const auto load_prefetching = [x, ahead](auto dd, size_t i) {
+      hwy::Prefetch(ahead + i);
+      return LoadF32(dd, x + i);
+    };
     const InvRms inv = RowInverseRms(d, width, job.p.eps, load, load_partial);
     WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
       QuantizeRow<T, W, V, kCastThenScale, kE4M3, decltype(may_be_nan)::value>(
           d, width, inv, gamma, job.p.weight_offset, job.quant, row, q, load, load_partial,
-          load, load_partial);
+          load_prefetching, load_partial);
     });
   }
 }

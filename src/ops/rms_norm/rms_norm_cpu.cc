@@ -75,7 +75,16 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
     O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
-    const auto load = [x](auto dd, size_t i) { return LoadF32(dd, x + i); };
+    // This row is normalised from cache, with no read of memory in flight
+    // unless we make one: prefetching row + 2, the next row the reduction
+    // will read, keeps the read stream going (issue 16: 0.40 -> 0.59 of a
+    // copy at 4096x5120 bf16). A line already requested costs nothing more.
+    const T* ahead =
+        static_cast<const T*>(job.x) + job.x_rows.Offset(std::min(row + 2, row_end - 1));
+    const auto load = [x, ahead](auto dd, size_t i) {
+      hwy::Prefetch(ahead + i);
+      return LoadF32(dd, x + i);
+    };
     const auto load_partial = [x](auto dd, size_t i, size_t n) {
       return LoadF32Partial(dd, x + i, n);
     };
