@@ -3,8 +3,9 @@
 #               inspect the bundled tiny GLM-4.5 checkpoint, check its norms
 #               bit for bit against Transformers, then a short benchmark
 #               (scripts/demo.sh)
-#   make test   install what is missing, build, run every test, then again
-#               under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test   install what is missing, build and run every test under
+#               AddressSanitizer + UndefinedBehaviorSanitizer, then the Release
+#               build's tests (scripts/make_test.sh: the order, the timings)
 #   make bench  the full benchmark (all kernels, longer sampling)
 #   make fuzz   build the libFuzzer targets with clang and run each a while
 #   make compare  glmnorm against PyTorch, Transformers, torch.compile and ONNX
@@ -41,7 +42,8 @@ PY_REQUIREMENTS := python/requirements.txt
 PY_VENV = $(shell bash scripts/python_env.sh --no-install $(PY_REQUIREMENTS) 2>/dev/null)
 PY_CMAKE_ARGS = $(if $(PY_VENV),-DGLMNORM_PYTHON=ON -DPython_EXECUTABLE=$(PY_VENV)/bin/python,-DGLMNORM_PYTHON=OFF)
 
-.PHONY: deps build demo test test-release test-asan bench compare fuzz clean pyenv pyenv-or-warn
+.PHONY: deps build demo test test-release test-asan bench compare fuzz clean pyenv pyenv-or-warn \
+        pyenv-parity-or-warn
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -67,11 +69,15 @@ pyenv:
 # For the test targets: without the venvs (no network for pip) the C++ tests
 # must still run; ctest then reports safetensors_parity, gguf_parity and python_pytest as
 # FAILED with the reason (or as not run with GLMNORM_SKIP_PYTHON=1), so say
-# so here too.
-pyenv-or-warn:
+# so here too. The sanitizer build needs only the parity venv.
+pyenv-parity-or-warn:
 	@if [ "$${GLMNORM_SKIP_PYTHON:-0}" != 1 ]; then \
 	  bash scripts/python_env.sh $(PARITY_REQUIREMENTS) >/dev/null || \
 	  echo "*** make pyenv failed: the Python parity tests will FAIL (GLMNORM_SKIP_PYTHON=1 skips them)" >&2; \
+	fi
+
+pyenv-or-warn: pyenv-parity-or-warn
+	@if [ "$${GLMNORM_SKIP_PYTHON:-0}" != 1 ]; then \
 	  bash scripts/python_env.sh $(PY_REQUIREMENTS) >/dev/null || \
 	  echo "*** make pyenv failed for $(PY_REQUIREMENTS): the Python package is not built and its tests (python_pytest) will FAIL (GLMNORM_SKIP_PYTHON=1 skips them)" >&2; \
 	fi
@@ -80,18 +86,16 @@ pyenv-or-warn:
 test-release: deps pyenv-or-warn build
 	ctest --preset release -j $(JOBS)
 
-test-asan: deps pyenv-or-warn
+test-asan: deps pyenv-parity-or-warn
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 
-# Both builds' tests run even when the first has a failure (say only the
-# parity test, for want of its Python venv); the status fails if either did.
+# Both builds' tests run even when the first has a failure; the status fails
+# if either did. The script overlaps the Python venv's download with the
+# sanitizer build and prints how long each phase took.
 test:
-	@status=0; \
-	$(MAKE) --no-print-directory test-release || status=1; \
-	$(MAKE) --no-print-directory test-asan || status=1; \
-	exit $$status
+	@bash scripts/make_test.sh
 
 bench: build
 	$(BIN) bench --min-time 1 --dtype bf16 f16 f32
