@@ -3,11 +3,8 @@
 against the C++ kernel alone (`glmnorm bench --quick`, same machine, same moment).
 
   PYTHONPATH=build/release/python <venv>/bin/python bench/torch_op_overhead.py \\
-      [--cli build/release/tools/glmnorm] [--python-kernels]
+      [--cli build/release/tools/glmnorm]
 
---python-kernels measures the torch op with its Python CPU kernel (what a Python
-torch.library.custom_op costs) instead of libglmnorm_torch's C++ one; it must be chosen
-before glmnorm.torch is imported, hence a flag (it sets GLMNORM_TORCH_PYTHON_KERNELS=1).
 Best of 7 rounds of 5000 calls, 1 thread, inference_mode (and one no_grad row).
 """
 
@@ -41,10 +38,7 @@ def kernel_us(cli):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", default=None, help="the glmnorm tool, for the kernel alone")
-    ap.add_argument("--python-kernels", action="store_true")
     args = ap.parse_args()
-    if args.python_kernels:
-        sys.exit("--python-kernels: the Python kernel set was deleted (issue 15)")
     import torch
     import glmnorm
     import glmnorm.torch as gt
@@ -54,16 +48,18 @@ def main():
     x = torch.randn(1, 5120).to(torch.bfloat16)
     w = torch.randn(5120).to(torch.bfloat16)
     out = torch.empty_like(x)
-    descs = (_arrays.desc(x, "x"), _arrays.desc(w, "w"), _arrays.desc(out, "o"))
+    fn = "bench"
+    descs = (_arrays.desc(x, "x", fn), _arrays.desc(w, "weight", fn),
+             _arrays.desc(out, "out", fn, True))
     op = torch.ops.glmnorm.rms_norm.default
     rows = [
         ("nanobind extension, descriptors prebuilt", lambda: _glmnorm.rms_norm(
-            *descs, 1e-5, 0, 0.0)),
+            *descs, 1e-5, "cast-then-scale", 0.0)),
         ("glmnorm.rms_norm(x, w, out=out)", lambda: glmnorm.rms_norm(x, w, out=out)),
         ("glmnorm.rms_norm(x, w)", lambda: glmnorm.rms_norm(x, w)),
-        (f"torch.ops.glmnorm.rms_norm (C++ kernel)",
+        ("torch.ops.glmnorm.rms_norm (C++ kernel)",
          lambda: torch.ops.glmnorm.rms_norm(x, w, 1e-5, "cast-then-scale", 0.0)),
-        (f"torch.ops.glmnorm.rms_norm.default (C++ kernel)",
+        ("torch.ops.glmnorm.rms_norm.default (C++ kernel)",
          lambda: op(x, w, 1e-5, "cast-then-scale", 0.0)),
         ("torch.ops.aten.empty_like.default (dispatcher floor)",
          lambda: torch.ops.aten.empty_like.default(x)),
