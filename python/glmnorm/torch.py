@@ -138,24 +138,48 @@ _load_kernels()
 
 # --- fake (meta) kernels: shapes and dtypes only, for torch.compile --------------------
 
-@torch.library.register_fake("glmnorm::rms_norm")
+def _fake(op):
+    """torch.library.register_fake for glmnorm::op, after the check PyTorch's own ops make
+    first: every tensor argument on one device. The fake kernel is also the Meta kernel,
+    and the dispatcher picks it whenever one argument is on meta, so without the check a
+    CPU input with a weight left on meta (a model built on meta and never materialised)
+    got an uninitialised CPU tensor back instead of an error."""
+    names = [a.name for a in getattr(torch.ops.glmnorm, op).default._schema.arguments]
+
+    def register(fn):
+        def checked(*args, **kwargs):
+            tensors = [(n, a) for n, a in [*zip(names, args), *kwargs.items()]
+                       if isinstance(a, torch.Tensor)]
+            first_name, first = tensors[0]
+            for name, t in tensors[1:]:
+                if t.device != first.device:
+                    raise ValueError(f"glmnorm.{op}: {name} is on {t.device} but {first_name} "
+                                     f"is on {first.device}; every tensor argument must be on "
+                                     "one device")
+            return fn(*args, **kwargs)
+        torch.library.register_fake(f"glmnorm::{op}")(checked)
+        return fn
+    return register
+
+
+@_fake("rms_norm")
 def _(x, weight, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
     return x.new_empty(x.shape, dtype=_out_dtype("rms_norm", x, weight, rounding))
 
 
-@torch.library.register_fake("glmnorm::add_rms_norm")
+@_fake("add_rms_norm")
 def _(residual, delta, weight, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0,
       normalize_rounded_sum=True):
     return residual.new_empty(residual.shape,
                               dtype=_out_dtype("add_rms_norm", residual, delta, weight, rounding))
 
 
-@torch.library.register_fake("glmnorm::qk_norm_")
+@_fake("qk_norm_")
 def _(qkv, *args, **kwargs):
     return None
 
 
-@torch.library.register_fake("glmnorm::qk_norm")
+@_fake("qk_norm")
 def _(qkv, *args, **kwargs):
     return qkv.new_empty(qkv.shape)
 
@@ -166,22 +190,22 @@ def _quant_buffers(like, dtype, scale):
     return q, like.new_empty((rows,) if scale is None else (1,), dtype=torch.float32)
 
 
-@torch.library.register_fake("glmnorm::rms_norm_quant")
+@_fake("rms_norm_quant")
 def _(x, weight, dtype, scale=None, *args, **kwargs):
     return _quant_buffers(x, dtype, scale)
 
 
-@torch.library.register_fake("glmnorm::add_rms_norm_quant")
+@_fake("add_rms_norm_quant")
 def _(residual, delta, weight, dtype, scale=None, *args, **kwargs):
     return _quant_buffers(residual, dtype, scale)
 
 
-@torch.library.register_fake("glmnorm::rms_norm_backward")
+@_fake("rms_norm_backward")
 def _(x, weight, dy, *args, **kwargs):
     return x.new_empty(x.shape), weight.new_empty(weight.shape)
 
 
-@torch.library.register_fake("glmnorm::qk_norm_backward")
+@_fake("qk_norm_backward")
 def _(qkv, q_weight, k_weight, dqkv, *args, **kwargs):
     return (qkv.new_empty(qkv.shape), q_weight.new_empty(q_weight.shape),
             k_weight.new_empty(k_weight.shape))

@@ -285,3 +285,25 @@ def test_torch_ops_from_several_threads(gen):
     for t in threads:
         t.join()
     assert all(torch.equal(bits(a), bits(b)) for a, b in zip(got, serial))
+
+
+def test_a_tensor_on_another_device_is_refused_not_read():
+    # A weight left on meta (a model built on meta, never materialised) with a CPU input
+    # used to reach the shape-only Meta kernel and come back as uninitialised memory.
+    x = torch.randn(4, 64)
+    meta_w = torch.ones(64, device="meta")
+    with pytest.raises(ValueError, match=r"glmnorm.rms_norm: weight is on meta but x is on cpu"):
+        gt.rms_norm(x, meta_w)
+    with pytest.raises(ValueError, match=r"glmnorm.rms_norm: weight is on meta"):
+        gt.RMSNorm(64, device="meta")(x)
+    residual = x.clone()
+    with pytest.raises(ValueError, match=r"glmnorm.add_rms_norm: weight is on meta"):
+        gt.add_rms_norm(residual, torch.randn(4, 64), meta_w)
+    assert torch.equal(residual, x)  # refused before anything was written
+    with pytest.raises(ValueError, match=r"glmnorm.rms_norm_quant: weight is on meta"):
+        gt.rms_norm_quant(x, meta_w)
+    with pytest.raises(ValueError, match=r"glmnorm.rms_norm: weight is on cpu but x is on meta"):
+        gt.rms_norm(torch.empty(4, 64, device="meta"), torch.ones(64))
+    # All on meta stays what it was: shape inference.
+    y = gt.rms_norm(torch.empty(4, 64, device="meta"), meta_w)
+    assert y.device.type == "meta" and y.shape == (4, 64)
