@@ -13,7 +13,7 @@
 #include "glmnorm/rms_norm.h"
 #include "glmnorm/rms_norm_backward.h"
 #include "hwy/aligned_allocator.h"
-#include "ops/rms_norm_backward/rms_norm_backward_cases.h"
+#include "ops/rms_norm/rms_norm_backward_cases.h"
 #include "reference/reference.h"
 
 namespace glmnorm::tools {

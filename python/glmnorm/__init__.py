@@ -352,7 +352,7 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
         columns are not touched (the v gradient is dqkv's v columns: ``out=dqkv``, in place,
         gives the full gradient). None: a copy of dqkv, written in place.
       dweight_dtype: dtype of dq_weight / dk_weight; None: q_weight's dtype.
-    Raises: ValueError (heads, strides; rotary is not supported by the backward), TypeError.
+    Raises: ValueError (heads, strides, RoPE tables or positions), TypeError.
     """
     fn = "glmnorm.qk_norm_backward"  # named in error messages
     qkv = _as_array(qkv, "qkv", fn)

@@ -7,7 +7,7 @@
 #include "ops/qk_norm/qk_norm_reference.h"
 #include "ops/quant/quant_reference.h"
 #include "ops/rms_norm/rms_norm_reference.h"
-#include "ops/rms_norm_backward/rms_norm_backward_reference.h"
+#include "ops/rms_norm/rms_norm_backward_reference.h"
 #include "reference/oracle.h"
 
 #endif  // GLMNORM_SRC_REFERENCE_REFERENCE_H_

@@ -7,6 +7,7 @@
 #define GLMNORM_SRC_BACKEND_CPU_CPU_BACKEND_H_
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "core/job.h"
@@ -28,6 +29,13 @@ Split ChooseSplit(const Execution& execution, const JobSize& size);
 // stores: they would not stay in cache anyway, and streaming skips the read
 // of each destination line. Smaller outputs stay cached for the next op.
 constexpr int64_t kStreamMinBytes = int64_t{4} << 20;
+
+// Scratch memory of at least `bytes` (backend::Scratch): a per-thread,
+// per-slot arena that grows when a call needs more than any call before it
+// on that thread and is never freed, so a thread allocates only until it has
+// seen its largest call. Valid until this thread asks for the same slot again.
+constexpr int kScratchSlots = 4;
+void* Scratch(int slot, size_t bytes);  // slot in [0, kScratchSlots)
 
 // fn(row_begin, row_end) over [0, size.rows).
 template <class Fn>

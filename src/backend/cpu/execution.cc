@@ -206,6 +206,20 @@ Split ChooseSplit(const Execution& execution, const JobSize& size) {
   return split;
 }
 
+void* Scratch(int slot, size_t bytes) {
+  struct Arena {
+    std::unique_ptr<unsigned char[]> bytes;
+    size_t size = 0;
+  };
+  thread_local Arena arenas[kScratchSlots];
+  Arena& a = arenas[slot];
+  if (a.size < bytes) {
+    a.bytes.reset(new unsigned char[bytes]);
+    a.size = bytes;
+  }
+  return a.bytes.get();
+}
+
 }  // namespace cpu
 
 }  // namespace glmnorm

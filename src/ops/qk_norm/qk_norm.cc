@@ -59,8 +59,27 @@ void ValidateTable(const char* fn, const char* name, const ConstTensorView& t, i
 
 namespace detail {
 
+int64_t ValidateQkHeads(const char* fn, const QkHeads& heads) {
+  if (heads.head_dim < 1) validate::Fail(fn, "heads.head_dim must be >= 1, got " + Str(heads.head_dim));
+  if (heads.num_q_heads < 0 || heads.num_k_heads < 0 || heads.num_v_heads < 0) {
+    validate::Fail(fn, "heads.num_q_heads, num_k_heads and num_v_heads must be >= 0, got " +
+                           Str(heads.num_q_heads) + ", " + Str(heads.num_k_heads) + ", " +
+                           Str(heads.num_v_heads));
+  }
+  if (heads.num_q_heads + heads.num_k_heads < 1) {
+    validate::Fail(fn, "heads.num_q_heads + num_k_heads must be >= 1, got 0");
+  }
+  int64_t width = 0;
+  if (__builtin_mul_overflow(int64_t{heads.num_q_heads} + heads.num_k_heads + heads.num_v_heads,
+                             heads.head_dim, &width) ||
+      width > validate::kMaxElements) {
+    validate::Fail(fn, "(num_q_heads + num_k_heads + num_v_heads) * head_dim overflows");
+  }
+  return width;
+}
+
 void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
-                  const TensorView& out, const char* out_name) {
+                  const TensorView& out, const char* out_name, const Execution& execution) {
   if (rope.rotary_dim != 0) {
     if (rope.rotary_dim < 0 || rope.rotary_dim % 2 != 0 || rope.rotary_dim > head_dim) {
       validate::Fail(fn, "rope.rotary_dim must be 0 (no RoPE) or even and <= head_dim " +
@@ -90,13 +109,20 @@ void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t to
       }
       validate::View(fn, "rope.positions", pv);
       validate::NoPartialOverlap(fn, "rope.positions", pv, out_name, out, false);
-      const auto* p = static_cast<const int64_t*>(pv.data);
-      for (int64_t t = 0; t < tokens; ++t) {
-        const int64_t pos = p[t * pv.stride[0]];
-        if (pos < 0 || pos >= positions) {
-          validate::Fail(fn, "rope.positions[" + Str(t) + "] must be in [0, " + Str(positions) +
-                                  "), got " + Str(pos));
-        }
+      int64_t bad_token = tokens, bad_position = 0;
+      RopePositionsCheckJob check;
+      check.positions = static_cast<const int64_t*>(pv.data);
+      check.positions_stride = pv.stride[0];
+      check.tokens = tokens;
+      check.limit = positions;
+      check.bad_token = &bad_token;
+      check.bad_position = &bad_position;
+      check.size.rows = tokens > 0 ? 1 : 0;
+      check.size.bytes_moved = tokens * int64_t{sizeof(int64_t)};
+      backend::Run(check, execution);
+      if (bad_token < tokens) {
+        validate::Fail(fn, "rope.positions[" + Str(bad_token) + "] must be in [0, " +
+                               Str(positions) + "), got " + Str(bad_position));
       }
     }
   }
@@ -110,21 +136,7 @@ void QkNorm(const ConstTensorView& qkv_in_any, const TensorView& qkv_out_any,
   validate::Options(kFn, options);
   const ConstTensorView qkv_in = validate::Rows(kFn, "qkv_in", qkv_in_any);
   const TensorView qkv_out = validate::Rows(kFn, "qkv_out", qkv_out_any);
-  if (heads.head_dim < 1) validate::Fail(kFn, "heads.head_dim must be >= 1, got " + Str(heads.head_dim));
-  if (heads.num_q_heads < 0 || heads.num_k_heads < 0 || heads.num_v_heads < 0) {
-    validate::Fail(kFn, "heads.num_q_heads, num_k_heads and num_v_heads must be >= 0, got " +
-                            Str(heads.num_q_heads) + ", " + Str(heads.num_k_heads) + ", " +
-                            Str(heads.num_v_heads));
-  }
-  if (heads.num_q_heads + heads.num_k_heads < 1) {
-    validate::Fail(kFn, "heads.num_q_heads + num_k_heads must be >= 1, got 0");
-  }
-  int64_t width = 0;
-  if (__builtin_mul_overflow(int64_t{heads.num_q_heads} + heads.num_k_heads + heads.num_v_heads,
-                             heads.head_dim, &width) ||
-      width > validate::kMaxElements) {
-    validate::Fail(kFn, "(num_q_heads + num_k_heads + num_v_heads) * head_dim overflows");
-  }
+  const int64_t width = detail::ValidateQkHeads(kFn, heads);
   ValidateQkv("qkv_in", qkv_in, width, heads);
   ValidateQkv("qkv_out", qkv_out, width, heads);
   validate::SameShape(kFn, "qkv_in", qkv_in, "qkv_out", qkv_out);
@@ -146,7 +158,7 @@ void QkNorm(const ConstTensorView& qkv_in_any, const TensorView& qkv_out_any,
   validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "qkv_out", qkv_out, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "k_gamma", k_gamma, "qkv_out", qkv_out, /*allow_same=*/false);
   const int64_t tokens = qkv_in.shape[0];
-  detail::ValidateRope(kFn, rope, heads.head_dim, tokens, qkv_out, "qkv_out");
+  detail::ValidateRope(kFn, rope, heads.head_dim, tokens, qkv_out, "qkv_out", execution);
 
   QkNormJob job;
   job.p = NormParams::Of(qkv_in.dtype, q_gamma.dtype, qkv_out.dtype, heads.head_dim, options);

@@ -1,5 +1,6 @@
-// QkNorm's CPU kernel (+ partial RoPE), compiled once per SIMD target
-// (foreach_target) and dispatched at run time.
+// QkNorm's CPU kernel (+ partial RoPE, simd/rope-inl.h), compiled once per
+// SIMD target (foreach_target) and dispatched at run time; and the check of
+// the RoPE positions.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/qk_norm/qk_norm_cpu.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -12,42 +13,11 @@
 #include "simd/convert-inl.h"
 #include "simd/norm_row-inl.h"
 #include "simd/reduction-inl.h"
+#include "simd/rope-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {
-
-// out[i] = a*c - b*s, out[i + half] = b*c + a*s over i < half, where
-// a = h(i), b = h(i + half) are the normalised values as QkNorm alone would
-// store them: normed(i, n) gives the n values from i (lanes >= n
-// meaningless). Each pair is read before it is written, so out may be the
-// head's input (in place).
-template <typename O, class D, class Normed>
-HWY_INLINE void RotateHead(D d, size_t rotary_dim, const Normed& normed,
-                           const float* HWY_RESTRICT cos, const float* HWY_RESTRICT sin, O* out,
-                           bool native) {
-  constexpr size_t N = hn::MaxLanes(d);
-  const size_t half = rotary_dim / 2;
-  const auto rotate = [&](size_t i, size_t n) {
-    const bool full = n == N;
-    const auto a = normed(i, n);
-    const auto b = normed(half + i, n);
-    const auto c = full ? hn::LoadU(d, cos + i) : LoadF32Partial(d, cos + i, n);
-    const auto s = full ? hn::LoadU(d, sin + i) : LoadF32Partial(d, sin + i, n);
-    const auto lo = hn::Sub(hn::Mul(a, c), hn::Mul(b, s));
-    const auto hi = hn::Add(hn::Mul(b, c), hn::Mul(a, s));
-    if (full) {
-      StoreF32AsWith(d, lo, out + i, native);
-      StoreF32AsWith(d, hi, out + half + i, native);
-    } else {
-      StoreF32AsPartial(d, lo, out + i, n);
-      StoreF32AsPartial(d, hi, out + half + i, n);
-    }
-  };
-  size_t i = 0;
-  for (; i + N <= half; i += N) rotate(i, N);
-  if (i < half) rotate(i, half - i);
-}
 
 template <typename T, typename W, typename O, bool kCastThenScale>
 void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
@@ -113,7 +83,7 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
               [&](auto dd, size_t, size_t, auto v) { value = RoundTo<O, kMayBeNaN>(dd, v); });
           return value;
         };
-        RotateHead(d, rotary_dim, normed, cos, sin, y, native_bf16);
+        RotateHead</*kTransposed=*/false>(d, rotary_dim, normed, cos, sin, y, native_bf16);
         ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
             d, rotary_dim, width, inv, gamma, job.p.weight_offset, load, load_partial,
             StoreSink<O, kMayBeNaN>{y});
@@ -177,6 +147,18 @@ namespace glmnorm {
 HWY_EXPORT(QkNormRows);
 void OpKernels<QkNormJob>::CpuRows(const QkNormJob& job, int64_t row_begin, int64_t row_end) {
   HWY_DYNAMIC_DISPATCH(QkNormRows)(job, row_begin, row_end);
+}
+// Plain C++: a scan of a few integers gains nothing from SIMD targets.
+void OpKernels<RopePositionsCheckJob>::CpuRows(const RopePositionsCheckJob& job, int64_t,
+                                               int64_t) {
+  for (int64_t t = 0; t < job.tokens; ++t) {
+    const int64_t pos = job.positions[t * job.positions_stride];
+    if (pos < 0 || pos >= job.limit) {
+      *job.bad_token = t;
+      *job.bad_position = pos;
+      return;
+    }
+  }
 }
 }  // namespace glmnorm
 #endif  // HWY_ONCE

@@ -1,4 +1,6 @@
-// QkNorm's job: qk_norm.cc -> qk_norm_cpu.cc.
+// QkNorm's jobs: qk_norm.cc -> qk_norm_cpu.cc (the forward, the check of the
+// RoPE positions) and qk_norm_backward.cc -> qk_norm_backward_cpu.cc (the
+// RoPE backward; the norm backward is ops/rms_norm/'s).
 #ifndef GLMNORM_SRC_OPS_QK_NORM_QK_NORM_JOB_H_
 #define GLMNORM_SRC_OPS_QK_NORM_QK_NORM_JOB_H_
 
@@ -10,6 +12,11 @@
 namespace glmnorm {
 
 namespace detail {
+// The checks of the head counts shared by QkNorm and QkNormBackward (`fn`
+// names the public function): head_dim >= 1, counts >= 0, at least one q or
+// k head, and (q + k + v) * head_dim a valid width, which it returns.
+int64_t ValidateQkHeads(const char* fn, const QkHeads& heads);
+
 // The checks of a Rope argument, shared by QkNorm and QkNormBackward (`fn`
 // names the public function): rotary_dim even and <= head_dim, f32 tables
 // [positions, rotary_dim/2] with contiguous rows, positions i64 [tokens] in
@@ -17,7 +24,7 @@ namespace detail {
 // (named `out_name`).
 // Nothing to check when rope.rotary_dim is 0.
 void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
-                  const TensorView& out, const char* out_name);
+                  const TensorView& out, const char* out_name, const Execution& execution);
 }  // namespace detail
 
 // QkNorm: rows are tokens; p.width is head_dim; p.w_type is the gammas' dtype.
@@ -44,6 +51,53 @@ struct QkNormJob {
 template <>
 struct OpKernels<QkNormJob> {
   static void CpuRows(const QkNormJob& job, int64_t row_begin, int64_t row_end);
+};
+
+// The check of RoPE positions (ValidateRope): the first of `tokens` tokens
+// whose position is outside [0, limit), into *bad_token and *bad_position
+// (*bad_token left as it is when every position is in range). The positions
+// are tensor data, so a backend reads them, not the front end. One task
+// (size.rows = 1): a token's position is 8 bytes.
+struct RopePositionsCheckJob {
+  JobSize size;
+  const int64_t* positions = nullptr;
+  int64_t positions_stride = 1;  // elements
+  int64_t tokens = 0;
+  int64_t limit = 0;  // the tables' positions
+  int64_t* bad_token = nullptr;
+  int64_t* bad_position = nullptr;
+};
+
+template <>
+struct OpKernels<RopePositionsCheckJob> {
+  static void CpuRows(const RopePositionsCheckJob& job, int64_t row_begin, int64_t row_end);
+};
+
+// The RoPE backward (QkNormBackward with rope.rotary_dim > 0): rows are
+// tokens; the q and k heads of `in` (dqkv_out's first heads * head_dim
+// columns) rotated back (RotateHead, transposed) into `out`, dims from
+// rotary_dim on copied. in and out have the dtype `type`.
+struct QkRopeBackwardJob {
+  JobSize size;
+  DType type = DType::kF32;
+  const void* in = nullptr;
+  int64_t in_row_stride = 0;   // elements
+  void* out = nullptr;
+  int64_t out_row_stride = 0;  // elements
+  int64_t heads = 0;           // q + k heads
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;
+  const float* cos = nullptr;  // [positions, rotary_dim/2]
+  const float* sin = nullptr;
+  int64_t cos_row_stride = 0;
+  int64_t sin_row_stride = 0;
+  const int64_t* positions = nullptr;  // null: token t uses row t
+  int64_t positions_stride = 1;        // elements
+};
+
+template <>
+struct OpKernels<QkRopeBackwardJob> {
+  static void CpuRows(const QkRopeBackwardJob& job, int64_t row_begin, int64_t row_end);
 };
 
 }  // namespace glmnorm

@@ -1,12 +1,12 @@
 // AddRmsNormBackward front end (add_rms_norm_backward.h): RmsNormBackward of
 // the norm of h with d_residual_out added to dx in the same pass
-// (ops/rms_norm_backward/).
+// (ops/rms_norm/).
 #include "glmnorm/add_rms_norm_backward.h"
 
 #include <string>
 
 #include "core/validate.h"
-#include "ops/rms_norm_backward/rms_norm_backward_job.h"
+#include "ops/rms_norm/rms_norm_backward_job.h"
 
 namespace glmnorm {
 

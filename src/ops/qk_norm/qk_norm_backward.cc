@@ -1,14 +1,16 @@
-// QkNormBackward front end (qk_norm_backward.h): the q heads and the k heads
-// of the fused QKV gradient as two RmsNormBackward runs over 3-D views
-// [tokens, heads, head_dim] (ops/rms_norm_backward/).
+// QkNormBackward front end (qk_norm_backward.h): with RoPE, the gradient of
+// the rotated q and k heads rotated back (qk_norm_backward_cpu.cc); then the
+// q heads and the k heads of the fused QKV gradient as two norm backward runs
+// over 3-D views [tokens, heads, head_dim] (ops/rms_norm/rms_norm_backward.cc).
 #include "glmnorm/qk_norm_backward.h"
 
 #include <string>
 #include <type_traits>
 
+#include "backend/backend.h"
 #include "core/validate.h"
 #include "ops/qk_norm/qk_norm_job.h"
-#include "ops/rms_norm_backward/rms_norm_backward_job.h"
+#include "ops/rms_norm/rms_norm_backward_job.h"
 
 namespace glmnorm {
 
@@ -38,79 +40,6 @@ BasicTensorView<Ptr> Heads(const BasicTensorView<Ptr>& qkv, int64_t first_head, 
   return v;
 }
 
-// Element access of one storage type (uint16_t: bf16 or f16 bits).
-template <DType kT>
-struct Elem {
-  using Storage = std::conditional_t<kT == DType::kF32, float, uint16_t>;
-  static double Load(const Storage* p, int64_t i) {
-    if constexpr (kT == DType::kBF16) return F32FromBF16(p[i]);
-    else if constexpr (kT == DType::kF16) return F32FromF16(p[i]);
-    else return p[i];
-  }
-  // Rounds once to float32 (exact for f32 storage); a 16-bit dtype then
-  // rounds that float: a double rounding at 2^-24 of the value, far below the
-  // 2^-8 of the 16-bit result.
-  static void Store(Storage* p, int64_t i, double v) {
-    const float f = static_cast<float>(v);
-    if constexpr (kT == DType::kBF16) p[i] = BF16FromF32(f);
-    else if constexpr (kT == DType::kF16) p[i] = F16FromF32(f);
-    else p[i] = f;
-  }
-};
-
-// The RoPE backward: the gradient of QkNorm's rotated q and k heads
-// (dqkv_out's q and k columns) turned into the gradient of the normalised
-// heads, written to `dst` [tokens, (nq + nk) * head_dim], dqkv_out's dtype.
-// The forward stored, for i < half = rotary_dim / 2, a = h[i], b = h[i + half]:
-//   lo = a*cos[i] - b*sin[i],  hi = b*cos[i] + a*sin[i]
-// so (the transposed rotation)
-//   da = dlo*cos[i] + dhi*sin[i],  db = dhi*cos[i] - dlo*sin[i],
-// computed in float64 and rounded once; dims from rotary_dim on pass as they
-// are. Torch autograd through Transformers' apply_rotary_pos_emb rounds each
-// product and sum to the dtype: this is as accurate or more (python/tests).
-template <DType kT>
-void UnrotateGradientTyped(const ConstTensorView& dqkv_out, const QkHeads& heads,
-                           const Rope& rope, void* dst_bytes) {
-  using E = Elem<kT>;
-  using S = typename E::Storage;
-  const int64_t tokens = dqkv_out.shape[0], hd = heads.head_dim, half = rope.rotary_dim / 2;
-  const int64_t cols = (int64_t{heads.num_q_heads} + heads.num_k_heads) * hd;
-  const auto* src_base = static_cast<const S*>(dqkv_out.data);
-  auto* dst_base = static_cast<S*>(dst_bytes);
-  const auto* pos = static_cast<const int64_t*>(rope.positions.data);
-  for (int64_t tok = 0; tok < tokens; ++tok) {
-    const int64_t row = pos != nullptr ? pos[tok * rope.positions.stride[0]] : tok;
-    const float* cos = static_cast<const float*>(rope.cos.data) + row * rope.cos.stride[0];
-    const float* sin = static_cast<const float*>(rope.sin.data) + row * rope.sin.stride[0];
-    for (int64_t head = 0; head < cols; head += hd) {
-      const S* src = src_base + tok * dqkv_out.stride[0] + head;
-      S* dst = dst_base + tok * cols + head;
-      for (int64_t i = 0; i < half; ++i) {
-        const double lo = E::Load(src, i), hi = E::Load(src, half + i);
-        E::Store(dst, i, lo * cos[i] + hi * sin[i]);
-        E::Store(dst, half + i, hi * cos[i] - lo * sin[i]);
-      }
-      for (int64_t i = 2 * half; i < hd; ++i) dst[i] = src[i];  // not rotated: copied
-    }
-  }
-}
-
-void UnrotateGradient(const ConstTensorView& dqkv_out, const QkHeads& heads, const Rope& rope,
-                      void* dst) {
-  switch (dqkv_out.dtype) {
-    case DType::kBF16: return UnrotateGradientTyped<DType::kBF16>(dqkv_out, heads, rope, dst);
-    case DType::kF16: return UnrotateGradientTyped<DType::kF16>(dqkv_out, heads, rope, dst);
-    default: return UnrotateGradientTyped<DType::kF32>(dqkv_out, heads, rope, dst);
-  }
-}
-
-// The un-rotated gradient's buffer: its own per-thread arena (the norm
-// backward's arena holds the workspace of the same call).
-void* UnrotatedBuffer(size_t bytes) {
-  thread_local detail::ScratchArena arena;
-  return arena.For(bytes);
-}
-
 }  // namespace
 
 void QkNormBackward(const ConstTensorView& qkv, const ConstTensorView& dqkv_out,
@@ -129,22 +58,17 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
                     const TensorView& dq_gamma, const TensorView& dk_gamma,
                     const NormOptions& options, const Rope& rope, const Workspace& workspace,
                     const Execution& execution) {
-  if (heads.head_dim < 1 || heads.num_q_heads < 0 || heads.num_k_heads < 0 ||
-      heads.num_v_heads < 0) {
-    validate::Fail(kFn, "heads must have head_dim >= 1 and head counts >= 0, got head_dim " +
-                            std::to_string(heads.head_dim));
-  }
+  const int64_t width = detail::ValidateQkHeads(kFn, heads);
   // [..., W] views of rank 1..4 as [tokens, W], as QkNorm takes them.
   const ConstTensorView qkv = validate::Rows(kFn, "qkv", qkv_any);
   const ConstTensorView dqkv_out = validate::Rows(kFn, "dqkv_out", dqkv_out_any);
   const TensorView dqkv_in = validate::Rows(kFn, "dqkv_in", dqkv_in_any);
-  const int64_t total = int64_t{heads.num_q_heads} + heads.num_k_heads + heads.num_v_heads;
   for (const auto* v : {&qkv, &dqkv_out}) {
     const char* name = v == &qkv ? "qkv" : "dqkv_out";
     validate::Activation(kFn, name, *v);
-    if (v->shape[1] != total * heads.head_dim) {
-      validate::Fail(kFn, std::string(name) + " must be [..., " +
-                              std::to_string(total * heads.head_dim) + "], got shape " +
+    if (v->shape[1] != width) {
+      validate::Fail(kFn, std::string(name) + " must be [..., (num_q_heads + num_k_heads + "
+                              "num_v_heads) * head_dim = " + std::to_string(width) + "], got shape " +
                               validate::ShapeString(v->shape, v->rank));
     }
   }
@@ -183,15 +107,36 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
   validate::NoPartialOverlap(kFn, "k_gamma", k_gamma, "dq_gamma", dq_gamma, false);
   validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "dk_gamma", dk_gamma, false);
   const int64_t tokens = qkv.shape[0];
-  detail::ValidateRope(kFn, rope, hd, tokens, dqkv_in, "dqkv_in");
+  detail::ValidateRope(kFn, rope, hd, tokens, dqkv_in, "dqkv_in", execution);
   if (rope.rotary_dim != 0 && tokens > 0 && heads.num_q_heads + heads.num_k_heads > 0) {
     // The norm's dy is the un-rotated gradient (the same dtype as dqkv_out),
     // in a private buffer [tokens, (nq + nk) * head_dim]: dqkv_in may be
     // dqkv_out, which the norm backward then overwrites while reading it.
-    const int64_t qk_cols = (int64_t{heads.num_q_heads} + heads.num_k_heads) * hd;
-    void* unrotated = UnrotatedBuffer(static_cast<size_t>(tokens * qk_cols) *
-                                      SizeOf(dqkv_out.dtype));
-    UnrotateGradient(dqkv_out, heads, rope, unrotated);
+    const int64_t qk_heads = int64_t{heads.num_q_heads} + heads.num_k_heads;
+    const int64_t qk_cols = qk_heads * hd;
+    void* unrotated = backend::Scratch(
+        backend::ScratchSlot::kRopeBackward,
+        static_cast<size_t>(tokens * qk_cols) * SizeOf(dqkv_out.dtype), execution);
+    QkRopeBackwardJob job;
+    job.type = dqkv_out.dtype;
+    job.in = dqkv_out.data;
+    job.in_row_stride = dqkv_out.stride[0];
+    job.out = unrotated;
+    job.out_row_stride = qk_cols;
+    job.heads = qk_heads;
+    job.head_dim = hd;
+    job.rotary_dim = rope.rotary_dim;
+    job.cos = static_cast<const float*>(rope.cos.data);
+    job.sin = static_cast<const float*>(rope.sin.data);
+    job.cos_row_stride = rope.cos.stride[0];
+    job.sin_row_stride = rope.sin.stride[0];
+    if (rope.positions.rank != 0) {
+      job.positions = static_cast<const int64_t*>(rope.positions.data);
+      job.positions_stride = rope.positions.stride[0];
+    }
+    job.size.rows = tokens;
+    job.size.bytes_moved = 2 * tokens * qk_cols * int64_t(SizeOf(dqkv_out.dtype));
+    backend::Run(job, execution);
     const ConstTensorView u =
         Rows<const void*>(unrotated, dqkv_out.dtype, tokens, qk_cols, qk_cols);
     q.dy = Heads(u, 0, heads.num_q_heads, hd);

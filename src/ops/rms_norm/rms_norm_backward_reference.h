@@ -3,8 +3,8 @@
 // sequence names (dh and the dgamma terms to dy's dtype, x̂ to x's dtype, in
 // cast-then-scale mode). Also the unrounded row maths for the
 // finite-difference check, and the error scales the accuracy tests use.
-#ifndef GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_REFERENCE_H_
-#define GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_REFERENCE_H_
+#ifndef GLMNORM_SRC_OPS_RMS_NORM_RMS_NORM_BACKWARD_REFERENCE_H_
+#define GLMNORM_SRC_OPS_RMS_NORM_RMS_NORM_BACKWARD_REFERENCE_H_
 
 #include <cstdint>
 #include <vector>
@@ -48,4 +48,4 @@ void BackwardRowF64(const double* x, const double* g, const double* dy, int64_t 
 
 }  // namespace glmnorm::reference
 
-#endif  // GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_REFERENCE_H_
+#endif  // GLMNORM_SRC_OPS_RMS_NORM_RMS_NORM_BACKWARD_REFERENCE_H_

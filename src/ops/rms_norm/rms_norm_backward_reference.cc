@@ -1,4 +1,4 @@
-#include "ops/rms_norm_backward/rms_norm_backward_reference.h"
+#include "ops/rms_norm/rms_norm_backward_reference.h"
 
 #include <cmath>
 #include <vector>

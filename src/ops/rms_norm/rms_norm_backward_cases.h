@@ -1,7 +1,7 @@
 // The norm backward's case table entries for the benchmark: the bytes a call
 // moves.
-#ifndef GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_CASES_H_
-#define GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_CASES_H_
+#ifndef GLMNORM_SRC_OPS_RMS_NORM_RMS_NORM_BACKWARD_CASES_H_
+#define GLMNORM_SRC_OPS_RMS_NORM_RMS_NORM_BACKWARD_CASES_H_
 
 #include <cstdint>
 
@@ -23,4 +23,4 @@ inline int64_t RmsNormBackwardBytes(int64_t rows, int64_t width, DType x, DType 
 
 }  // namespace glmnorm::cases
 
-#endif  // GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_CASES_H_
+#endif  // GLMNORM_SRC_OPS_RMS_NORM_RMS_NORM_BACKWARD_CASES_H_

@@ -3,12 +3,11 @@
 #include "glmnorm/rms_norm_backward.h"
 
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "backend/backend.h"
 #include "core/validate.h"
-#include "ops/rms_norm_backward/rms_norm_backward_job.h"
+#include "ops/rms_norm/rms_norm_backward_job.h"
 
 namespace glmnorm {
 
@@ -21,12 +20,6 @@ int64_t Blocks(int64_t rows) { return (rows + kDGammaRowBlock - 1) / kDGammaRowB
 int64_t Leaves(int64_t rows) { return (rows + kDGammaLeafRows - 1) / kDGammaLeafRows; }
 int64_t PartialStride(int64_t width) {
   return (width + kPartialAlign - 1) / kPartialAlign * kPartialAlign;
-}
-
-// The internal arena (rms_norm_backward.h), one per calling thread.
-void* ArenaFor(size_t bytes) {
-  thread_local detail::ScratchArena arena;
-  return arena.For(bytes);
 }
 
 float* AlignedPartials(void* base) {
@@ -130,7 +123,8 @@ void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOption
                            " (NormBackwardWorkspaceBytes), got " +
                            std::to_string(workspace.bytes));
   }
-  if (base == nullptr && need > 0) base = ArenaFor(need);
+  // The internal arena (rms_norm_backward.h): the backend's scratch.
+  if (base == nullptr && need > 0) base = backend::Scratch(backend::ScratchSlot::kNormBackward, need, execution);
   const int64_t blocks = Blocks(rows);
   const int64_t stride = PartialStride(width);
   float* partials = need > 0 ? AlignedPartials(base) : nullptr;
@@ -177,15 +171,9 @@ void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOption
   reduce.width = width;
   reduce.dgamma = a.dgamma.data;
   reduce.dgamma_type = a.dgamma.dtype;
-  if (blocks == 0) {
-    // No rows: dgamma is zeros (no partials to read).
-    for (int64_t j = 0; j < width; ++j) {
-      char* p = static_cast<char*>(a.dgamma.data) + j * int64_t(SizeOf(a.dgamma.dtype));
-      for (size_t b = 0; b < SizeOf(a.dgamma.dtype); ++b) p[b] = 0;
-    }
-    return;
-  }
-  CpuReduceDGamma(reduce);
+  reduce.size.rows = (width + kDGammaColumns - 1) / kDGammaColumns;
+  reduce.size.bytes_moved = reduce.leaves * stride * int64_t{sizeof(float)};
+  backend::Run(reduce, execution);  // no rows (leaves 0): dgamma is zeros
 }
 
 }  // namespace detail

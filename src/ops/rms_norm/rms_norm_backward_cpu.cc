@@ -5,7 +5,7 @@
 // Add (never MulAdd), the row sum is the canonical reduction, and the dgamma
 // sums are per column in row order: every target gives the same bits.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "ops/rms_norm_backward/rms_norm_backward_cpu.cc"
+#define HWY_TARGET_INCLUDE "ops/rms_norm/rms_norm_backward_cpu.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "ops/rms_norm_backward/rms_norm_backward_job.h"
+#include "ops/rms_norm/rms_norm_backward_job.h"
 #include "simd/convert-inl.h"
 #include "simd/norm_row-inl.h"
 #include "simd/reduction-inl.h"
@@ -242,16 +242,18 @@ void RmsNormBackwardBlocks(const RmsNormBackwardJob& job, int64_t block_begin,
 // of 2^k leaves are added into one of 2^(k+1), left + right), and what is
 // left is added from the last sum back to the first. Per column, lane by
 // lane: the same bits on every target, and the error grows with
-// log2(leaves), not with leaves.
-void ReduceDGamma(const DGammaReduceJob& job) {
+// log2(leaves), not with leaves. Columns [group_begin, group_end) x
+// kDGammaColumns, each reduced alone: the thread split changes no bit.
+void ReduceDGamma(const DGammaReduceJob& job, int64_t group_begin, int64_t group_end) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   constexpr size_t N = hn::MaxLanes(d);
   constexpr int kMaxLevels = 64;  // 2^64 blocks
   HWY_ALIGN float sums[kMaxLevels * N];
   int levels[kMaxLevels];
-  const size_t width = static_cast<size_t>(job.width);
-  for (size_t j = 0; j < width; j += N) {
+  static_assert(kDGammaColumns % N == 0, "a group is whole vectors");
+  const size_t width = static_cast<size_t>(std::min(job.width, group_end * kDGammaColumns));
+  for (size_t j = static_cast<size_t>(group_begin * kDGammaColumns); j < width; j += N) {
     int depth = 0;
     for (int64_t b = 0; b < job.leaves; ++b) {
       V v = hn::Load(d, job.partials + b * job.partial_stride + j);
@@ -287,6 +289,9 @@ void OpKernels<RmsNormBackwardJob>::CpuRows(const RmsNormBackwardJob& job, int64
                                             int64_t block_end) {
   HWY_DYNAMIC_DISPATCH(RmsNormBackwardBlocks)(job, block_begin, block_end);
 }
-void CpuReduceDGamma(const DGammaReduceJob& job) { HWY_DYNAMIC_DISPATCH(ReduceDGamma)(job); }
+void OpKernels<DGammaReduceJob>::CpuRows(const DGammaReduceJob& job, int64_t group_begin,
+                                         int64_t group_end) {
+  HWY_DYNAMIC_DISPATCH(ReduceDGamma)(job, group_begin, group_end);
+}
 }  // namespace glmnorm
 #endif  // HWY_ONCE

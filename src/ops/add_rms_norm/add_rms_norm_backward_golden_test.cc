@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "glmnorm/add_rms_norm_backward.h"
-#include "ops/rms_norm_backward/rms_norm_backward_golden_util.h"
+#include "ops/backward_golden_util.h"
 #include "support/golden_data.h"
 #include "support/test_support.h"
 

@@ -16,7 +16,7 @@
 
 #include "glmnorm/glmnorm.h"
 #include "ops/rms_norm/rms_norm_cases.h"
-#include "ops/rms_norm_backward/rms_norm_backward_test_util.h"
+#include "ops/backward_test_util.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
 

@@ -1,12 +1,10 @@
-// The backward jobs of the norms (rms_norm_backward.cc, and the add and QK
-// front ends in ops/add_rms_norm_backward/, ops/qk_norm_backward/), run by
+// The backward jobs of the norms: filled by rms_norm_backward.cc (and through
+// it by add_rms_norm_backward.cc and qk_norm_backward.cc), run by
 // rms_norm_backward_cpu.cc.
-#ifndef GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_JOB_H_
-#define GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_JOB_H_
+#ifndef GLMNORM_SRC_OPS_RMS_NORM_RMS_NORM_BACKWARD_JOB_H_
+#define GLMNORM_SRC_OPS_RMS_NORM_RMS_NORM_BACKWARD_JOB_H_
 
-#include <cstddef>
 #include <cstdint>
-#include <memory>
 
 #include "core/job.h"
 #include "glmnorm/rms_norm_backward.h"
@@ -52,7 +50,11 @@ struct RmsNormBackwardJob {
 };
 
 // Pass 2: dgamma[j] = dG(pairwise tree over leaves b of partials[b][j]).
+// size.rows counts groups of kDGammaColumns columns (each column is reduced
+// alone, so any split gives the same bits). No leaves: dgamma is zeros.
+constexpr int64_t kDGammaColumns = 16;  // divides partial_stride
 struct DGammaReduceJob {
+  JobSize size;
   const float* partials = nullptr;
   int64_t leaves = 0;
   int64_t partial_stride = 0;
@@ -66,28 +68,12 @@ struct OpKernels<RmsNormBackwardJob> {
   static void CpuRows(const RmsNormBackwardJob& job, int64_t block_begin, int64_t block_end);
 };
 
-void CpuReduceDGamma(const DGammaReduceJob& job);
+template <>
+struct OpKernels<DGammaReduceJob> {
+  static void CpuRows(const DGammaReduceJob& job, int64_t group_begin, int64_t group_end);
+};
 
 namespace detail {
-
-// A per-thread scratch buffer that grows only when a call needs more than
-// any call before it on that thread and is never freed (the backward's
-// internal arena, rms_norm_backward.h). Each user keeps its own
-// `thread_local ScratchArena`, so two users in one call never share bytes.
-class ScratchArena {
- public:
-  void* For(size_t bytes) {
-    if (size_ < bytes) {
-      bytes_.reset(new unsigned char[bytes]);
-      size_ = bytes;
-    }
-    return bytes_.get();
-  }
-
- private:
-  std::unique_ptr<unsigned char[]> bytes_;
-  size_t size_ = 0;
-};
 
 // The checks and the run shared by the three backward front ends. `fn` names
 // the public function in error messages. x and dy may be 2-D to 4-D (QK heads
@@ -108,4 +94,4 @@ void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOption
 }  // namespace detail
 }  // namespace glmnorm
 
-#endif  // GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_JOB_H_
+#endif  // GLMNORM_SRC_OPS_RMS_NORM_RMS_NORM_BACKWARD_JOB_H_

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
-#include "ops/rms_norm_backward/rms_norm_backward_test_util.h"
+#include "ops/backward_test_util.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
 
@@ -176,7 +176,27 @@ TEST(QkNormBackward, Errors) {
     }
   };
   expect([&] { QkNormBackward(qv, AsConst(dv), dv, QkHeads{2, 1, 2, 4}, gv, gv, dq, dk); },
-         "qkv must be [..., 20], got shape [2, 16]");
+         "qkv must be [..., (num_q_heads + num_k_heads + num_v_heads) * head_dim = 20], got "
+         "shape [2, 16]");
+  // The head checks are the forward's (detail::ValidateQkHeads).
+  expect([&] { QkNormBackward(qv, AsConst(dv), dv, QkHeads{0, 0, 4, 4}, gv, gv, dq, dk); },
+         "heads.num_q_heads + num_k_heads must be >= 1, got 0");
+  expect([&] {
+    QkNormBackward(qv, AsConst(dv), dv, QkHeads{1 << 30, 1 << 30, 0, 1 << 30}, gv, gv, dq, dk);
+  }, "(num_q_heads + num_k_heads + num_v_heads) * head_dim overflows");
+  // Positions outside the tables, found by the backend's check job.
+  {
+    float cos[2] = {1, 1}, sin[2] = {0, 0};
+    int64_t positions[2] = {1, 5};
+    Rope rope;
+    rope.rotary_dim = 2;
+    rope.cos = Contiguous<const void*>(cos, DType::kF32, {2, 1});
+    rope.sin = Contiguous<const void*>(sin, DType::kF32, {2, 1});
+    rope.positions = Contiguous<const void*>(positions, DType::kI64, {2});
+    expect([&] {
+      QkNormBackward(qv, AsConst(dv), dv, heads, gv, gv, dq, dk, NormOptions{}, rope);
+    }, "rope.positions[1] must be in [0, 2), got 5");
+  }
   expect([&] { QkNormBackward(qv, AsConst(dv), dv, heads, gv, gv, dq, dq); },
          "dk_gamma must not be the same memory as dq_gamma");
   expect([&] {

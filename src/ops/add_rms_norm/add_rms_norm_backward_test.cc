@@ -7,7 +7,7 @@
 #include <string>
 
 #include "glmnorm/glmnorm.h"
-#include "ops/rms_norm_backward/rms_norm_backward_test_util.h"
+#include "ops/backward_test_util.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
 

@@ -1,7 +1,7 @@
 // The comparison of glmnorm's gradients with torch autograd's (golden data),
 // shared by the backward golden tests.
-#ifndef GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_GOLDEN_UTIL_H_
-#define GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_GOLDEN_UTIL_H_
+#ifndef GLMNORM_SRC_OPS_BACKWARD_GOLDEN_UTIL_H_
+#define GLMNORM_SRC_OPS_BACKWARD_GOLDEN_UTIL_H_
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <cmath>
 #include <string>
 
-#include "ops/rms_norm_backward/rms_norm_backward_test_util.h"
+#include "ops/backward_test_util.h"
 #include "reference/reference.h"
 #include "support/golden_data.h"
 #include "support/test_support.h"
@@ -60,4 +60,4 @@ inline void CheckAgainstTorch(const std::string& label, const ConstTensorView& x
 
 }  // namespace glmnorm::bwdgolden
 
-#endif  // GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_GOLDEN_UTIL_H_
+#endif  // GLMNORM_SRC_OPS_BACKWARD_GOLDEN_UTIL_H_

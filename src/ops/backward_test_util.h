@@ -2,8 +2,8 @@
 // add_rms_norm_backward_test.cc, qk_norm_backward_test.cc): a computed dx and
 // dgamma against the float64 oracle (rms_norm_backward_reference.h), with the
 // bars of docs/BACKWARD.md.
-#ifndef GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_TEST_UTIL_H_
-#define GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_TEST_UTIL_H_
+#ifndef GLMNORM_SRC_OPS_BACKWARD_TEST_UTIL_H_
+#define GLMNORM_SRC_OPS_BACKWARD_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
 
@@ -162,4 +162,4 @@ inline void CheckAgainstOracle(const reference::NormBackwardResult& ref,
 
 }  // namespace glmnorm::bwdtest
 
-#endif  // GLMNORM_SRC_OPS_RMS_NORM_BACKWARD_RMS_NORM_BACKWARD_TEST_UTIL_H_
+#endif  // GLMNORM_SRC_OPS_BACKWARD_TEST_UTIL_H_

@@ -1,0 +1,68 @@
+// QkNormBackward's CPU kernel of the RoPE backward (the norm backward is
+// ops/rms_norm/rms_norm_backward_cpu.cc): the transposed rotation of
+// simd/rope-inl.h over the q and k heads of each token. Compiled once per
+// SIMD target (foreach_target) and dispatched at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/qk_norm/qk_norm_backward_cpu.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "ops/qk_norm/qk_norm_job.h"
+#include "simd/convert-inl.h"
+#include "simd/norm_row-inl.h"
+#include "simd/rope-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glmnorm {
+namespace HWY_NAMESPACE {
+
+template <typename T>
+void QkRopeBackwardRowsTyped(const QkRopeBackwardJob& job, int64_t row_begin, int64_t row_end) {
+  const hn::ScalableTag<float> d;
+  constexpr size_t N = hn::MaxLanes(d);
+  const size_t rotary_dim = static_cast<size_t>(job.rotary_dim);
+  const int64_t hd = job.head_dim;
+  const bool native_bf16 = g_native_bf16;  // read once, not after every store
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const int64_t pos = job.positions ? job.positions[row * job.positions_stride] : row;
+    const float* cos = job.cos + pos * job.cos_row_stride;
+    const float* sin = job.sin + pos * job.sin_row_stride;
+    const T* in_row = static_cast<const T*>(job.in) + row * job.in_row_stride;
+    T* out_row = static_cast<T*>(job.out) + row * job.out_row_stride;
+    for (int64_t head = 0; head < job.heads; ++head) {
+      const T* src = in_row + head * hd;
+      T* dst = out_row + head * hd;
+      const auto load = [src](size_t i, size_t n) {
+        return n == N ? LoadF32(hn::ScalableTag<float>(), src + i)
+                      : LoadF32Partial(hn::ScalableTag<float>(), src + i, n);
+      };
+      RotateHead</*kTransposed=*/true>(d, rotary_dim, load, cos, sin, dst, native_bf16);
+      // Dims from rotary_dim on are not rotated: their gradient passes as is.
+      std::memcpy(dst + rotary_dim, src + rotary_dim, (hd - rotary_dim) * sizeof(T));
+    }
+  }
+}
+
+void QkRopeBackwardRows(const QkRopeBackwardJob& job, int64_t row_begin, int64_t row_end) {
+  WithFloatType(job.type, [&](auto t_tag) {
+    using T = typename decltype(t_tag)::type;
+    QkRopeBackwardRowsTyped<T>(job, row_begin, row_end);
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glmnorm
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace glmnorm {
+HWY_EXPORT(QkRopeBackwardRows);
+void OpKernels<QkRopeBackwardJob>::CpuRows(const QkRopeBackwardJob& job, int64_t row_begin,
+                                           int64_t row_end) {
+  HWY_DYNAMIC_DISPATCH(QkRopeBackwardRows)(job, row_begin, row_end);
+}
+}  // namespace glmnorm
+#endif  // HWY_ONCE
