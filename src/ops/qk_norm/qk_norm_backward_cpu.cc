@@ -1,6 +1,6 @@
 // QkNormBackward's CPU kernel of the RoPE backward (the norm backward is
 // ops/rms_norm/rms_norm_backward_cpu.cc): the transposed rotation of
-// simd/rope-inl.h over the q and k heads of each token. Compiled once per
+// simd/rope-inl.h (RotateHeadBackward) over the q and k heads of each token. Compiled once per
 // SIMD target (foreach_target) and dispatched at run time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/qk_norm/qk_norm_backward_cpu.cc"
@@ -22,10 +22,8 @@ namespace HWY_NAMESPACE {
 template <typename T>
 void QkRopeBackwardRowsTyped(const QkRopeBackwardJob& job, int64_t row_begin, int64_t row_end) {
   const hn::ScalableTag<float> d;
-  constexpr size_t N = hn::MaxLanes(d);
   const size_t rotary_dim = static_cast<size_t>(job.rotary_dim);
   const int64_t hd = job.head_dim;
-  const bool native_bf16 = g_native_bf16;  // read once, not after every store
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t pos = job.positions ? job.positions[row * job.positions_stride] : row;
     const float* cos = job.cos + pos * job.cos_row_stride;
@@ -35,11 +33,7 @@ void QkRopeBackwardRowsTyped(const QkRopeBackwardJob& job, int64_t row_begin, in
     for (int64_t head = 0; head < job.heads; ++head) {
       const T* src = in_row + head * hd;
       T* dst = out_row + head * hd;
-      const auto load = [src](size_t i, size_t n) {
-        return n == N ? LoadF32(hn::ScalableTag<float>(), src + i)
-                      : LoadF32Partial(hn::ScalableTag<float>(), src + i, n);
-      };
-      RotateHead</*kTransposed=*/true>(d, rotary_dim, load, cos, sin, dst, native_bf16);
+      RotateHeadBackward(d, rotary_dim, src, cos, sin, dst);
       // Dims from rotary_dim on are not rotated: their gradient passes as is.
       std::memcpy(dst + rotary_dim, src + rotary_dim, (hd - rotary_dim) * sizeof(T));
     }

@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
@@ -156,6 +158,74 @@ TEST(QkNormBackward, RopeBackwardOnExactRotations) {
     const auto want = run(dy_plain, Rope{}, false);
     EXPECT_EQ(run(dout, rope, false), want) << Name(t) << ": RoPE backward vs hand rotation";
     EXPECT_EQ(run(dout, rope, true), want) << Name(t) << ": in place";
+  }
+}
+
+// The RoPE backward at general angles, on every compiled SIMD target, is bit
+// for bit the backward without RoPE fed the float64 un-rotation written out
+// here (the reference of RotateHeadBackward, simd/rope-inl.h: exact products,
+// one float64 sum, rounded to float32 and then to the dtype). Odd head dims
+// and rotary halves not a multiple of any vector width; tables with padded
+// rows; positions out of order.
+TEST(QkNormBackward, RopeBackwardOnEveryTargetIsTheFloat64Unrotation) {
+  test::Seed();
+  for (DType t : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (const auto [hd, rotary] : {std::pair<int64_t, int64_t>{48, 24}, {130, 66}, {128, 64}}) {
+      const QkHeads heads{3, 2, 1, static_cast<int>(hd)};
+      const int64_t tokens = 7, width = 6 * hd, stride = width + 5, half = rotary / 2;
+      const int64_t table_rows = 11, table_stride = half + 3;
+      Buffer qkv(t, tokens * stride), dout(t, tokens * stride), qg(t, hd), kg(t, hd);
+      bwdtest::FillRows(qkv, tokens, stride);
+      bwdtest::FillRows(dout, tokens, stride);
+      test::FillGamma(qg);
+      test::FillGamma(kg);
+      std::vector<float> cos(table_rows * table_stride), sin(table_rows * table_stride);
+      for (int64_t r = 0; r < table_rows; ++r) {
+        for (int64_t i = 0; i < half; ++i) {
+          const double angle = (r + 1) * std::pow(10000.0, -2.0 * i / rotary);
+          cos[r * table_stride + i] = static_cast<float>(std::cos(angle));
+          sin[r * table_stride + i] = static_cast<float>(std::sin(angle));
+        }
+      }
+      std::vector<int64_t> positions = {3, 10, 0, 7, 7, 1, 9};
+      Rope rope;
+      rope.rotary_dim = static_cast<int>(rotary);
+      rope.cos = Rows<const void*>(cos.data(), DType::kF32, table_rows, half, table_stride);
+      rope.sin = Rows<const void*>(sin.data(), DType::kF32, table_rows, half, table_stride);
+      rope.positions = Contiguous<const void*>(positions.data(), DType::kI64, {tokens});
+      Buffer dy_plain = dout;
+      for (int64_t tok = 0; tok < tokens; ++tok) {
+        const float* c = cos.data() + positions[tok] * table_stride;
+        const float* sn = sin.data() + positions[tok] * table_stride;
+        for (int64_t head = 0; head < 5; ++head) {
+          const int64_t o = tok * stride + head * hd;
+          for (int64_t i = 0; i < half; ++i) {
+            const double lo = dout.Get(o + i), hi = dout.Get(o + half + i);
+            dy_plain.Set(o + i, static_cast<float>(lo * c[i] + hi * sn[i]));
+            dy_plain.Set(o + half + i, static_cast<float>(hi * c[i] - lo * sn[i]));
+          }
+        }
+      }
+      const auto qkvv = Rows<const void*>(qkv.data(), t, tokens, width, stride);
+      const auto qgv = Contiguous<const void*>(qg.data(), t, {hd});
+      const auto kgv = Contiguous<const void*>(kg.data(), t, {hd});
+      auto run = [&](const Buffer& dy, const Rope& r) {
+        Buffer din(t, tokens * stride), dq(DType::kF32, hd), dk(DType::kF32, hd);
+        QkNormBackward(qkvv, Rows<const void*>(dy.data(), t, tokens, width, stride),
+                       Rows<void*>(din.data(), t, tokens, width, stride), heads, qgv, kgv,
+                       Contiguous<void*>(dq.data(), DType::kF32, {hd}),
+                       Contiguous<void*>(dk.data(), DType::kF32, {hd}), NormOptions{}, r);
+        std::vector<uint8_t> bits(din.bytes.begin(), din.bytes.end());
+        bits.insert(bits.end(), dq.bytes.begin(), dq.bytes.end());
+        bits.insert(bits.end(), dk.bytes.begin(), dk.bytes.end());
+        return bits;
+      };
+      const auto want = run(dy_plain, Rope{});
+      test::ForEachTarget([&](const char* target) {
+        EXPECT_EQ(run(dout, rope), want) << Name(t) << " head_dim " << hd << " rotary " << rotary
+                                         << " on " << target;
+      });
+    }
   }
 }
 

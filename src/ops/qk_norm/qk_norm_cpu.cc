@@ -83,7 +83,7 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
               [&](auto dd, size_t, size_t, auto v) { value = RoundTo<O, kMayBeNaN>(dd, v); });
           return value;
         };
-        RotateHead</*kTransposed=*/false>(d, rotary_dim, normed, cos, sin, y, native_bf16);
+        RotateHead(d, rotary_dim, normed, cos, sin, y, native_bf16);
         ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
             d, rotary_dim, width, inv, gamma, job.p.weight_offset, load, load_partial,
             StoreSink<O, kMayBeNaN>{y});
