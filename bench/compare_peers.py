@@ -16,7 +16,13 @@ op against torch autograd through the Transformers module, eager and torch.compi
 (forward + backward there: see backward_case); "same" compares dx. The fused residual add
 (add_rms_norm): glmnorm.add_rms_norm, the decoder layer's
 "residual + delta, then the module" in eager and compiled PyTorch, and ONNX Runtime's
-SkipSimplifiedLayerNormalization.
+SkipSimplifiedLayerNormalization. The backward of QK-norm + partial RoPE (qk_rope_bwd,
+tokens x (96 + 8 + 8) heads x 128, rotary_dim 64; up to 512 tokens unless
+--qk-rope-max-tokens says more): glmnorm.qk_norm_backward, the torch op, and
+forward + backward through torch.ops.glmnorm.qk_norm's autograd, against torch autograd
+through Glm4MoeRMSNorm and apply_rotary_pos_emb, eager and torch.compile'd (forward +
+backward); "same" compares dqkv, err64 its mean error against a float64 autograd (see
+qk_rope_backward_case).
 
 For each case it prints the median time, GB/s (bytes read and written), the ratio of each
 peer's time to glmnorm's (> 1: glmnorm is faster), and the fraction of the peer's output
@@ -27,6 +33,7 @@ a PNG chart (matplotlib): each glmnorm path's speed over the fastest peer's, per
 Run (make compare does this):
   PYTHONPATH=build/release/python $(bash scripts/python_env.sh python/requirements.txt)/bin/python \\
       bench/compare_peers.py [--quick] [--threads 1 2] [--png build/compare_peers.png]
+      [--ops qk_rope_bwd] [--no-qk-rope-backward] [--qk-rope-max-tokens 4096]
 """
 
 import argparse
@@ -45,6 +52,7 @@ import glmnorm
 import glmnorm.torch  # noqa: F401  (registers torch.ops.glmnorm)
 
 EPS = 1e-5
+OPS = ["rms_norm", "add_rms_norm", "rms_norm_bwd", "qk_rope_bwd"]  # the rows, for --ops
 
 
 def cpu_model():
@@ -278,6 +286,112 @@ def backward_case(tokens, width, dtype, threads, args, gen):
     return shape, nbytes, ref, results
 
 
+QKV_HEADS = (96, 8, 8, 128, 64)  # GLM-4.5: q, k, v heads, head_dim, rotary_dim
+
+
+def qk_rope(q_in, k_in, q_norm, k_norm, cos, sin, nq, nk, hd):
+    """Glm4MoeAttention's q_norm / k_norm per head, then apply_rotary_pos_emb (partial rotary:
+    rotate-half over the first cos.shape[-1] dims of each head). q_in, k_in: the projections'
+    outputs [tokens, heads * hd]; cos, sin: [1, tokens, rotary_dim]. Returns (q, k) as
+    [1, heads, tokens, hd], as the attention gets them."""
+    from transformers.models.glm4_moe.modeling_glm4_moe import apply_rotary_pos_emb
+    t = q_in.shape[0]
+    q = q_norm(q_in.view(1, t, nq, hd)).transpose(1, 2)
+    k = k_norm(k_in.view(1, t, nk, hd)).transpose(1, 2)
+    return apply_rotary_pos_emb(q, k, cos, sin)
+
+
+def qk_rope_backward_case(tokens, dtype, threads, args, gen):
+    """The backward of QK-norm + GLM's partial RoPE: dqkv and the q / k norm weights' gradients
+    given the gradient of the rotated heads (training). Peers: torch autograd through
+    Transformers' Glm4MoeRMSNorm and apply_rotary_pos_emb on the q and k projections (separate
+    tensors, as in Glm4MoeAttention; v takes no part), eager and torch.compile'd, forward +
+    backward (see backward_case); glmnorm: its backward alone (binding with out=, torch op)
+    and forward + backward through the autograd of torch.ops.glmnorm.qk_norm (the row to
+    compare with the peers'). "same" compares dqkv with the eager peer's (v columns: dout's);
+    err64 is dqkv's mean absolute error against a float64 autograd of the same math (float32
+    tables; Glm4MoeRMSNorm computes in float32 whatever the input, so that formula written
+    out in float64)."""
+    from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeRMSNorm
+    nq, nk, nv, hd, rot = QKV_HEADS
+    qcols, kcols = slice(0, nq * hd), slice(nq * hd, (nq + nk) * hd)
+    x = torch.randn(tokens, (nq + nk + nv) * hd, generator=gen).to(dtype)
+    dout = torch.randn(x.shape, generator=gen).to(dtype)
+    qw = (1.0 + 0.3 * torch.randn(hd, generator=gen)).to(dtype)
+    kw = (1.0 + 0.3 * torch.randn(hd, generator=gen)).to(dtype)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot))
+    freqs = torch.outer(torch.arange(tokens, dtype=torch.float64), inv)
+    cos, sin = freqs.cos().float(), freqs.sin().float()  # [tokens, rot / 2], glmnorm's tables
+    # Transformers' tables: [1, tokens, rot] in the activations' dtype (Glm4MoeRotaryEmbedding).
+    c = torch.cat([cos, cos], -1)[None].to(dtype)
+    s = torch.cat([sin, sin], -1)[None].to(dtype)
+    q_norm, k_norm = Glm4MoeRMSNorm(hd, eps=EPS), Glm4MoeRMSNorm(hd, eps=EPS)
+    q_norm.weight = torch.nn.Parameter(qw.clone())
+    k_norm.weight = torch.nn.Parameter(kw.clone())
+    q_in = x[:, qcols].clone().requires_grad_()
+    k_in = x[:, kcols].clone().requires_grad_()
+    # The gradient of the rotated heads, in the [1, heads, tokens, hd] layout of the outputs.
+    dq_out = dout[:, qcols].view(1, tokens, nq, hd).transpose(1, 2)
+    dk_out = dout[:, kcols].view(1, tokens, nk, hd).transpose(1, 2)
+
+    def hf_step(fn):
+        return torch.autograd.grad(fn(q_in, k_in, q_norm, k_norm, c, s, nq, nk, hd),
+                                   (q_in, k_in, q_norm.weight, k_norm.weight), (dq_out, dk_out))
+
+    def hf_dqkv(grads):
+        return torch.cat([grads[0], grads[1], dout[:, (nq + nk) * hd:]], -1)
+
+    ref = hf_dqkv(hf_step(qk_rope))
+
+    # float64 reference (not timed): the same math, no rounding but the tables'.
+    q64 = x[:, qcols].double().requires_grad_()
+    k64 = x[:, kcols].double().requires_grad_()
+
+    def norm64(w):
+        w = w.double()
+        return lambda h: w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS))
+
+    c64 = torch.cat([cos, cos], -1)[None].double()
+    s64 = torch.cat([sin, sin], -1)[None].double()
+    g64 = torch.autograd.grad(qk_rope(q64, k64, norm64(qw), norm64(kw), c64, s64, nq, nk, hd),
+                              (q64, k64), (dq_out.double(), dk_out.double()))
+    ref64 = torch.cat([g64[0], g64[1], dout[:, (nq + nk) * hd:].double()], -1)
+    del q64, k64, g64
+
+    # Reads the q and k columns of qkv and dqkv, writes those of dqkv_in (v's gradient is dout's
+    # columns: nothing to move in a fused buffer); reads the tables and both weights, writes
+    # both weights' gradients.
+    nbytes = (3 * tokens * (nq + nk) * hd * x.element_size() + 2 * cos.numel() * 4
+              + 4 * hd * qw.element_size())
+    dx = dout.clone()  # out=: the binding writes the q and k columns, v's stay dout's
+    xr = x.clone().requires_grad_()
+    qwp, kwp = qw.clone().requires_grad_(), kw.clone().requires_grad_()
+
+    def glm_step():
+        out = torch.ops.glmnorm.qk_norm(xr, qwp, kwp, nq, nk, nv, hd, EPS, "cast-then-scale",
+                                        0.0, rot, cos, sin, None)
+        return torch.autograd.grad(out, (xr, qwp, kwp), dout)
+
+    results = [
+        ("glmnorm",
+         lambda: glmnorm.qk_norm_backward(x, qw, kw, dout, num_q_heads=nq, num_k_heads=nk,
+                                          num_v_heads=nv, head_dim=hd, eps=EPS, rotary_dim=rot,
+                                          cos=cos, sin=sin, out=dx), None),
+        ("glmnorm.torch",
+         lambda: torch.ops.glmnorm.qk_norm_backward.default(
+             x, qw, kw, dout, nq, nk, nv, hd, EPS, "cast-then-scale", 0.0, rot, cos, sin, None),
+         None),
+        ("glmnorm.torch autograd (fwd+bwd)", glm_step, None),
+        ("hf eager autograd (fwd+bwd)", lambda: hf_step(qk_rope),
+         lambda: hf_dqkv(hf_step(qk_rope))),
+    ]
+    if not args.no_compile:
+        compiled = torch.compile(qk_rope, dynamic=False)
+        results.append(("torch.compile autograd (fwd+bwd)", lambda: hf_step(compiled),
+                        lambda: hf_dqkv(hf_step(compiled))))
+    return tuple(x.shape), nbytes, ref, ref64, results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=None,
@@ -290,7 +404,15 @@ def main():
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--no-onnx", action="store_true", help="leave ONNX Runtime out")
     ap.add_argument("--no-backward", action="store_true",
-                    help="leave the backward (rms_norm_backward) rows out")
+                    help="leave the backward rows (rms_norm_bwd, qk_rope_bwd) out")
+    ap.add_argument("--no-qk-rope-backward", action="store_true",
+                    help="leave the QK-norm + RoPE backward (qk_rope_bwd) rows out")
+    ap.add_argument("--qk-rope-max-tokens", type=int, default=512,
+                    help="the qk_rope_bwd rows only up to this many tokens (default 512: at "
+                         "4096 Transformers' eager autograd takes seconds a call and the row "
+                         "1-1.5 min per dtype and thread count)")
+    ap.add_argument("--ops", nargs="+", default=None, choices=OPS,
+                    help="only these rows (default: all)")
     ap.add_argument("--png", default="build/compare_peers.png", help="chart file ('' = none)")
     ap.add_argument("--json", default="", help="also write the rows as JSON lines here")
     args = ap.parse_args()
@@ -305,9 +427,11 @@ def main():
     print(f"# CPU: {cpu_model()}; torch {torch.__version__}; glmnorm {glmnorm.__version__}")
     print("# ratio = peer time / glmnorm time (> 1: glmnorm faster); same = fraction of "
           "outputs bit-identical to Transformers' Glm4MoeRMSNorm (eager)")
+    print("# qk_rope_bwd: same compares dqkv with Transformers' eager autograd; err64 = mean "
+          "|dqkv - float64 autograd of the same math|")
     rows = []
     header = (f"{'op':<13} {'shape':<14} {'dtype':<5} {'thr':>3} {'impl':<40} {'us':>10} "
-              f"{'GB/s':>7} {'ratio':>6} {'same':>7}")
+              f"{'GB/s':>7} {'ratio':>6} {'same':>7} {'err64':>9}")
     for threads in threads_list:
         torch.set_num_threads(threads)
         glmnorm.set_num_threads(threads)
@@ -321,17 +445,26 @@ def main():
                 cases.append(("add_rms_norm", tokens, (5120,)))
                 if not args.no_backward:
                     cases.append(("rms_norm_bwd", tokens, (5120,)))
+                if not (args.no_backward or args.no_qk_rope_backward
+                        or tokens > args.qk_rope_max_tokens):
+                    cases.append(("qk_rope_bwd", tokens, (sum(QKV_HEADS[:3]), QKV_HEADS[3])))
+            if args.ops:
+                cases = [c for c in cases if c[0] in args.ops]
             for op, tokens, tail in cases:
                 # Each case compiles anew: without a reset dynamo stops recompiling the
                 # module after its recompile limit and silently runs it eagerly.
                 torch._dynamo.reset()
                 gen = torch.Generator().manual_seed(tokens * 7 + len(tail) + tail[-1])
+                ref64 = None  # a float64 reference: its error is printed too (err64)
                 if op == "rms_norm":
                     shape, nbytes, ref, impls = norm_case(tokens, tail, dtype, threads, args,
                                                           gen)
                 elif op == "rms_norm_bwd":
                     shape, nbytes, ref, impls = backward_case(tokens, tail[-1], dtype,
                                                               threads, args, gen)
+                elif op == "qk_rope_bwd":
+                    shape, nbytes, ref, ref64, impls = qk_rope_backward_case(
+                        tokens, dtype, threads, args, gen)
                 else:
                     shape, nbytes, ref, impls = add_case(tokens, tail[-1], dtype, threads,
                                                          args, gen)
@@ -361,10 +494,15 @@ def main():
                         glm_s = s
                     ratio = s / glm_s if glm_s else float("nan")
                     gbs = nbytes / s / 1e9
+                    row = dict(op=op, shape=shape_s, dtype=dt, threads=threads, impl=name,
+                               us=s * 1e6, gbs=gbs, ratio=ratio, same=same)
+                    err_s = ""
+                    if ref64 is not None:
+                        row["err64"] = float((out.detach().double() - ref64).abs().mean())
+                        err_s = f" {row['err64']:>9.3e}"
                     print(f"{op:<13} {shape_s:<14} {dt:<5} {threads:>3} {name:<40} "
-                          f"{s * 1e6:>10.1f} {gbs:>7.2f} {ratio:>6.2f} {same:>7.4f}")
-                    rows.append(dict(op=op, shape=shape_s, dtype=dt, threads=threads,
-                                     impl=name, us=s * 1e6, gbs=gbs, ratio=ratio, same=same))
+                          f"{s * 1e6:>10.1f} {gbs:>7.2f} {ratio:>6.2f} {same:>7.4f}{err_s}")
+                    rows.append(row)
                 print(f"{op:<13} {shape_s:<14} {dt:<5} {threads:>3} {'(copy of the same bytes)':<40} "
                       f"{copy_s * 1e6:>10.1f} {copy_gbs:>7.2f}")
                 rows.append(dict(op=op, shape=shape_s, dtype=dt, threads=threads,

@@ -1,4 +1,4 @@
-// The backward pass of QkNorm (qk_norm.h) WITHOUT RoPE: the q heads and the k
+// The backward pass of QkNorm (qk_norm.h), without and with RoPE: the q heads and the k
 // heads of a fused QKV gradient, each head a row of RmsNormBackward
 // (rms_norm_backward.h) with its own gamma, one dgamma for q and one for k.
 //
@@ -17,9 +17,13 @@
 //
 // With RoPE (the second overload, rope.rotary_dim > 0: the forward's Rope,
 // same checks): dqkv_out is the gradient of the ROTATED heads; it is first
-// rotated back (the transposed rotation, float64, rounded once to dqkv_out's
-// dtype, into a per-thread buffer of tokens * (nq + nk) * head_dim elements
-// that grows like the workspace arena), then goes through the norm's backward.
+// rotated back (the transposed rotation: exact float64 products, one rounded
+// sum, then float32 and dqkv_out's dtype) into a per-thread buffer of
+// tokens * (nq + nk) * head_dim elements that grows like the workspace arena,
+// then goes through the norm's backward.
+// Errors (glmnorm::Error, naming the argument): the forward's checks of the
+// heads (head_dim >= 1, counts >= 0, q + k >= 1, no overflow) and of the Rope
+// (qk_norm.h), and the norm backward's (rms_norm_backward.h).
 // Semantics: torch autograd through Transformers' Glm4MoeRMSNorm and
 // apply_rotary_pos_emb (partial rotary, rotate-half), as accurate or more.
 #ifndef GLMNORM_QK_NORM_BACKWARD_H_

@@ -345,8 +345,8 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
       qkv: the forward's input [..., (nq + nk + nv) * head_dim].
       dqkv: gradient of the forward's output, same layout, the forward's output dtype.
       rotary_dim, cos, sin, positions: the forward's RoPE (0: it had none). With RoPE, dqkv
-        is the gradient of the rotated heads: it is rotated back (float64, one rounding to its
-        dtype) before the norm's backward, as torch autograd through Transformers'
+        is the gradient of the rotated heads: it is rotated back (float64 products and sum,
+        rounded to float32 and its dtype) before the norm's backward, as torch autograd through Transformers'
         apply_rotary_pos_emb would (and no less accurately).
       out: gradient of qkv, same layout, qkv's dtype; its q and k columns are written, its v
         columns are not touched (the v gradient is dqkv's v columns: ``out=dqkv``, in place,
