@@ -100,6 +100,37 @@ def test_dweight_at_least_as_accurate_as_torch(gen, dtype):
             assert mean_g <= mean_t + ulp / width and max_g <= max_t + 1e-12, tokens
 
 
+def test_dweight_one_token_as_accurate_as_torch_over_many_rows(gen):
+    """float32 dweight at 1 token: each side's error is its own 1/rms of the row times each
+    column (the forward's float32 sum and division vs torch's), so one row is a draw (the
+    test above only guards it). Over many fresh rows: glmnorm's mean error is no larger than
+    torch's on 91-96% of rows (measured: 277 of 300; 137-144 of 150 on four seeds), but where
+    it loses it loses by up to 3.9x, so the geometric mean of the ratio is a tie (0.956 over
+    300 rows; 0.96-1.00 over 150). Asserted over 150 rows: no worse on at least 80%, and
+    geometric mean <= 1.1 (4 standard errors above the measured ~0.98)."""
+    print(f"seed {SEED}")
+    width, draws = 1024, 150
+    logs, no_worse = [], 0
+    for _ in range(draws):
+        scale = float(torch.exp(2.0 * torch.randn(1, generator=gen)))
+        x = _unit(gen, (1, width)) * scale
+        w = gammas(gen, width, torch.float32)
+        dy = _unit(gen, (1, width))
+        _, dw_ref = _torch_grads(x, w, dy, torch.float64)
+        _, dw_torch = _torch_grads(x, w, dy)
+        _, dw = _glmnorm_grads(x, w, dy)
+        mean_g, _ = _errors(dw, dw_ref)
+        mean_t, _ = _errors(dw_torch, dw_ref)
+        tiny = float(dw_ref.abs().max()) * 2.0**-40  # both exact
+        logs.append(np.log((mean_g + tiny) / (mean_t + tiny)))
+        no_worse += mean_g <= mean_t
+    geo = float(np.exp(np.mean(logs)))
+    print(f"1 token, {draws} rows: glmnorm no worse than torch on {no_worse}; geometric mean "
+          f"of the mean-error ratio {geo:.3f} (min {np.exp(min(logs)):.2f}, "
+          f"max {np.exp(max(logs)):.2f})")
+    assert no_worse >= 0.8 * draws and geo <= 1.1
+
+
 def test_mixed_dtypes_dx_as_torch(gen):
     """float32 weight with bf16 / f16 x (y and dy float32): dh = (dy * weight).to(x.dtype) in
     the kernel, as torch autograd rounds it: dx within 1 ulp of torch's except on cancelling
