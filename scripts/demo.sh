@@ -94,7 +94,8 @@ done
 step "4/4  bench --quick: a few GLM-4.5 shapes (bf16)" \
   "of_copy = the kernel's GB/s (bytes it must read and write) / the GB/s of a plain copy of as
 many bytes, timed in the same run (the faster of memcpy and a streaming-store copy; the copy
-column says which): 1.00 is the speed of light. max_ulp: error against a float64
+column says which): 1.00 is the speed of light. of_streams: the same against a pass moving the
+kernel's own streams (or the copy, if faster). max_ulp: error against a float64
 reference (a dash: not checked for that kernel). The full table (every kernel, bf16/f16/f32,
 1 to 4096 tokens): make bench." \
   "$BIN" bench --quick

@@ -150,6 +150,8 @@ void AddQkRopeBackwardCases(const std::vector<int64_t>& tokens_list,
       bc.width = hd;
       // qkv's and dqkv_out's q and k columns read, dqkv_in's written.
       bc.model_bytes = 3 * tokens * int64_t{h.num_q_heads + h.num_k_heads} * hd * int64_t(SizeOf(t));
+      const int64_t qk_bytes = bc.model_bytes / 3;
+      bc.streams.Read(qk_bytes).Read(qk_bytes).Write(qk_bytes);
       bc.run = [=] {
         QkNormBackward(qkvv, doutv, dinv, h, qgv, kgv, dqgv, dkgv, NormOptions{}, rope);
       };
@@ -204,6 +206,9 @@ void AddBackwardCases(const std::string& kernel, const std::vector<int64_t>& tok
         c.model_bytes = cases::RmsNormBackwardBytes(tokens, kHidden, t, t, t, t, t,
                                                     add ? int64_t(SizeOf(t)) : 0) +
                         tokens * 4;
+        const int64_t bytes = tokens * kHidden * int64_t(SizeOf(t));
+        c.streams.Read(bytes).Read(bytes).Write(bytes);  // x, dy -> dx
+        if (add) c.streams.Read(bytes);                   // d_residual_out
         if (add) {
           c.run = [=] { AddRmsNormBackward(xv, gv, dyv, dresv, dxv, {}, dgv, {}, rs, w); };
           c.max_ulp = [=] { return MaxScaledUlp(xv, gv, dyv, dresv, AsConst(dxv)); };

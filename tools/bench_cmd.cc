@@ -87,6 +87,8 @@ void AddRmsNormCases(const BenchOptions& o, const std::vector<Shape>& shapes, fl
         c.rows = rows;
         c.width = s.width;
         c.model_bytes = cases::RmsNormBytes(rows, s.width, t, gv.dtype, yt);
+        c.streams.Read(rows * s.width * int64_t(SizeOf(t)))
+            .Write(rows * s.width * int64_t(SizeOf(yt)));
         c.run = [xv, gv, yv, opt] { RmsNorm(xv, gv, yv, opt); };
         c.max_ulp = [xv, gv, yv, opt] {
           return reference::CompareRmsNorm(xv, gv, AsConst(yv), opt, 0, 64).max_ulp;

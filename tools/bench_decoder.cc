@@ -202,6 +202,13 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
         const auto gv = Contiguous<const void*>(g->data(), t, {kHidden});
         const auto yv = Contiguous<void*>(y->data(), t, {tokens, kHidden});
         BenchCase c = base(name, hidden_shape, tokens, kHidden);
+        const int64_t elems = tokens * kHidden, bytes = elems * int64_t(SizeOf(t));
+        if (k == "add_rms_norm" || k == "add_then_rms_norm") {
+          // residual and delta read; residual and y (over delta) written.
+          c.streams.Read(bytes).Read(bytes).Write(bytes, 0).Write(bytes, 1);
+        } else {
+          c.streams.Read(bytes).Read(bytes).Write(bytes, 0).Write(elems);  // q: 1 byte
+        }
         if (k == "add_rms_norm") {
           // y = delta: reads residual and delta, writes residual and y.
           c.model_bytes = cases::AddRmsNormBytes(tokens, kHidden, t, t, t, t);
@@ -249,6 +256,7 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
         qo.scales = Contiguous<void*>(scales->data(), DType::kF32, {tokens});
         BenchCase c = base("rms_norm_quant", hidden_shape, tokens, kHidden);
         c.model_bytes = cases::RmsNormQuantBytes(tokens, kHidden, t, t);
+        c.streams.Read(tokens * kHidden * int64_t(SizeOf(t))).Write(tokens * kHidden);
         c.run = [xv, gv, qv, qo] { RmsNormQuant(xv, gv, qv, qo); };
         c.max_ulp = [xv, gv, qv, t] { return QuantMaxUlp(xv, gv, t, AsConst(qv)); };
         cases.push_back(std::move(c));
@@ -297,6 +305,8 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
         // Reads and writes the q and k heads (v untouched); the tables are
         // small and stay in cache.
         c.model_bytes = cases::QkNormBytes(tokens, h, t, t, t);
+        const int64_t qk_bytes = tokens * qk_heads * h.head_dim * int64_t(SizeOf(t));
+        c.streams.Read(qk_bytes).Write(qk_bytes, 0);  // in place
         c.run = [view, h, qgv, kgv, r] { QkNorm(AsConst(view), view, h, qgv, kgv, {}, r); };
         c.max_ulp = [view, h, qgv, kgv, r] { return QkMaxUlp(view, h, qgv, kgv, r); };
         cases.push_back(std::move(c));

@@ -1,9 +1,11 @@
 #include "bench_runner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <random>
@@ -60,6 +62,89 @@ void ParallelCopy(char* dst, const char* src, int64_t bytes, bool stream) {
     }
   });
 }
+
+// The same-streams baseline: every read stream read and every write stream
+// written, line by line in lockstep (64-byte line L of the largest stream
+// goes with line L >> shift of a stream 2^shift times smaller, e.g. the
+// 1-byte codes of a bf16 input), so all streams are in flight at once as in
+// a kernel's row; split over the default pool like a kernel. (Moving 1 KiB
+// of each stream in turn instead ran 15-20% slower than a copy of the same
+// bytes.) Reads are folded
+// into a value (XOR) that the writes store, so the compiler can drop
+// neither. SSE2 16-byte accesses: at memory speed the width does not matter
+// (for cache-resident shapes, read of_copy instead).
+class StreamsPass {
+ public:
+  static constexpr int64_t kTaskLines = 1024;  // the unit of the thread split
+  static constexpr int kMaxShift = 3;  // streams down to 1/8 of the largest
+  explicit StreamsPass(const Streams& s) : over_(s.write_over) {
+    int64_t largest = 64;
+    for (int64_t b : s.read) largest = std::max(largest, b);
+    for (int64_t b : s.write) largest = std::max(largest, b);
+    lines_ = (largest + 63) / 64;
+    for (int64_t b : s.read) read_.push_back(Add(b));
+    for (size_t i = 0; i < s.write.size(); ++i) {
+      if (over_[i] >= 0) {
+        Stream w = read_[over_[i]];
+        w.in_place = true;
+        write_.push_back(w);
+      } else {
+        write_.push_back(Add(s.write[i]));
+      }
+    }
+  }
+  void Run(bool stream) {
+    cpu::RunRows({}, {lines_ / kTaskLines + 1, total_}, [&](int64_t t0, int64_t t1) {
+      __m128i acc = _mm_set1_epi32(1);
+      const __m128i fill = _mm_set1_epi32(static_cast<int>(t0));
+      const int64_t end = std::min(lines_, t1 * kTaskLines);
+      for (int64_t line = t0 * kTaskLines; line < end; ++line) {
+        for (const Stream& r : read_) {
+          if ((line & r.mask) != 0) continue;
+          const auto* q = reinterpret_cast<const __m128i*>(r.data + (line >> r.shift) * 64);
+          acc = _mm_xor_si128(acc, _mm_xor_si128(_mm_xor_si128(_mm_load_si128(q), _mm_load_si128(q + 1)),
+                                                 _mm_xor_si128(_mm_load_si128(q + 2), _mm_load_si128(q + 3))));
+        }
+        for (const Stream& w : write_) {
+          if ((line & w.mask) != 0) continue;
+          auto* q = reinterpret_cast<__m128i*>(w.data + (line >> w.shift) * 64);
+          if (stream && !w.in_place) {
+            for (int k = 0; k < 4; ++k) _mm_stream_si128(q + k, fill);
+          } else {
+            for (int k = 0; k < 4; ++k) _mm_store_si128(q + k, fill);
+          }
+        }
+      }
+      if (stream) _mm_sfence();
+      sink_.fetch_xor(_mm_cvtsi128_si32(acc), std::memory_order_relaxed);
+    });
+  }
+
+ private:
+  struct Stream {
+    char* data;
+    int shift;     // line L of the largest stream goes with line L >> shift
+    int64_t mask;  // (1 << shift) - 1: this stream moves when (L & mask) == 0
+    bool in_place = false;  // over a read stream: its lines are cached, plain stores
+  };
+  Stream Add(int64_t bytes) {
+    // Element sizes are 1, 2 or 4 bytes, so sizes differ by powers of two.
+    int shift = 0;
+    while (shift < kMaxShift && bytes << (shift + 1) <= lines_ * 64) ++shift;
+    const size_t alloc = static_cast<size_t>(((lines_ >> shift) + 1) * 64);
+    buffers_.push_back(hwy::AllocateAligned<char>(alloc));
+    std::memset(buffers_.back().get(), 1, alloc);
+    total_ += bytes;
+    return {buffers_.back().get(), shift, (int64_t{1} << shift) - 1};
+  }
+
+  std::vector<int> over_;
+  std::vector<hwy::AlignedFreeUniquePtr<char[]>> buffers_;
+  std::vector<Stream> read_, write_;
+  int64_t lines_ = 1;
+  int64_t total_ = 0;
+  std::atomic<int> sink_{0};
+};
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -118,27 +203,48 @@ BenchResult Measure(const BenchCase& c, double min_seconds) {
   // the same bytes (half read, half written), with the kernels' row split.
   // Blocks of 16 bytes, 64-byte aligned, so both copies move the same bytes.
   const int64_t copy_bytes = std::max<int64_t>(16, (c.model_bytes / 2 + 15) / 16 * 16);
-  auto src = hwy::AllocateAligned<char>(static_cast<size_t>(copy_bytes));
-  auto dst = hwy::AllocateAligned<char>(static_cast<size_t>(copy_bytes));
-  std::memset(src.get(), 1, static_cast<size_t>(copy_bytes));
-  std::memset(dst.get(), 0, static_cast<size_t>(copy_bytes));
+  // Each copy has its own source and destination: with one shared source the
+  // second copy read it from a last-level cache that the first had just
+  // filled (105 MiB of L3 on the Xeon of docs/PERFORMANCE.md), so the baseline
+  // ran faster than memory for shapes under ~50 MiB.
+  const auto buffer = [copy_bytes](int value) {
+    auto b = hwy::AllocateAligned<char>(static_cast<size_t>(copy_bytes));
+    std::memset(b.get(), value, static_cast<size_t>(copy_bytes));
+    return b;
+  };
+  auto src = buffer(1), dst = buffer(0), src2 = buffer(1), dst2 = buffer(0);
   const auto memcpy_copy = [&] { ParallelCopy(dst.get(), src.get(), copy_bytes, false); };
-  const auto stream_copy = [&] { ParallelCopy(dst.get(), src.get(), copy_bytes, true); };
+  const auto stream_copy = [&] { ParallelCopy(dst2.get(), src2.get(), copy_bytes, true); };
+  Streams streams = c.streams;
+  if (streams.read.empty() && streams.write.empty()) {
+    streams.Read(c.model_bytes / 2).Write(c.model_bytes / 2);
+  }
+  StreamsPass pass(streams);
+  // Streaming stores where the kernels use them (outputs of kStreamMinBytes
+  // and more, not in place), plain stores otherwise: one variant, since alternating both left
+  // the plain pass's dirty lines in the cache for the streaming pass to evict
+  // (it then ran 25% slower than a copy of the same bytes).
+  int64_t written = 0;
+  for (int64_t b : streams.write) written += b;
+  const bool stream_stores = written >= cpu::kStreamMinBytes;
+  const auto streams_pass = [&] { pass.Run(stream_stores); };
 
-  // Warm up all three, then size a sample to ~1 ms (at least one call).
+  // Warm up all four, then size a sample to ~1 ms (at least one call).
   c.run();
   memcpy_copy();
   stream_copy();
+  streams_pass();
   int64_t iters = 1;
   while (TimeIters(c.run, iters) < 1e-3 && iters < (int64_t{1} << 24)) iters *= 2;
 
   // Alternate kernel and copy samples so drift hits all alike.
-  std::vector<double> kernel_ns, memcpy_ns, stream_ns;
+  std::vector<double> kernel_ns, memcpy_ns, stream_ns, pass_ns;
   const auto start = Clock::now();
   do {
     kernel_ns.push_back(TimeIters(c.run, iters) * 1e9 / double(iters));
     memcpy_ns.push_back(TimeIters(memcpy_copy, iters) * 1e9 / double(iters));
     stream_ns.push_back(TimeIters(stream_copy, iters) * 1e9 / double(iters));
+    pass_ns.push_back(TimeIters(streams_pass, iters) * 1e9 / double(iters));
   } while (kernel_ns.size() < 5 ||
            (std::chrono::duration<double>(Clock::now() - start).count() < min_seconds &&
             kernel_ns.size() < 1000));
@@ -151,13 +257,20 @@ BenchResult Measure(const BenchCase& c, double min_seconds) {
   r.gbps = double(c.model_bytes) / r.ns;
   r.copy_gbps = double(2 * copy_bytes) / r.copy_ns;
   r.copy_fraction = r.gbps / r.copy_gbps;
+  // The faster of the pass and the copy of as many bytes: for one read and
+  // one write stream the two move the same streams, and this pass ran up to
+  // 15% slower than the copy there (its per-stream bookkeeping), so the
+  // copy is the better speed of light; with more streams the pass is.
+  r.streams_ns = std::min(Median(pass_ns), double(c.model_bytes) / r.copy_gbps);
+  r.streams_fraction = r.streams_ns / r.ns;
   r.max_ulp = c.max_ulp ? c.max_ulp() : -1;
   return r;
 }
 
 void PrintHeader() {
-  std::printf("%-20s %-14s %-5s %7s %11s %8s %9s %-6s %8s %7s\n", "kernel", "shape", "dtype",
-              "threads", "median_us", "GB/s", "copy_GB/s", "copy", "of_copy", "max_ulp");
+  std::printf("%-20s %-14s %-5s %7s %11s %8s %9s %-6s %8s %10s %7s\n", "kernel", "shape",
+              "dtype", "threads", "median_us", "GB/s", "copy_GB/s", "copy", "of_copy",
+              "of_streams", "max_ulp");
 }
 
 void PrintRow(const BenchCase& c, const BenchResult& r, bool json) {
@@ -168,14 +281,16 @@ void PrintRow(const BenchCase& c, const BenchResult& r, bool json) {
         {"ns", r.ns},         {"gbps", r.gbps},       {"copy_ns", r.copy_ns},
         {"copy_gbps", r.copy_gbps}, {"copy_fraction", r.copy_fraction},
         {"copy", r.copy_stream ? "stream" : "memcpy"},
+        {"streams_ns", r.streams_ns}, {"streams_fraction", r.streams_fraction},
         {"max_ulp", r.max_ulp}, {"model_bytes", c.model_bytes}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     // max_ulp -1: the case has no float64 reference check ("-").
     const std::string ulp = r.max_ulp < 0 ? "-" : std::to_string(r.max_ulp);
-    std::printf("%-20s %-14s %-5s %7d %11.2f %8.2f %9.2f %-6s %8.2f %7s\n", c.kernel.c_str(),
-                c.shape.c_str(), c.dtype.c_str(), c.threads, r.ns / 1e3, r.gbps, r.copy_gbps,
-                r.copy_stream ? "stream" : "memcpy", r.copy_fraction, ulp.c_str());
+    std::printf("%-20s %-14s %-5s %7d %11.2f %8.2f %9.2f %-6s %8.2f %10.2f %7s\n",
+                c.kernel.c_str(), c.shape.c_str(), c.dtype.c_str(), c.threads, r.ns / 1e3,
+                r.gbps, r.copy_gbps, r.copy_stream ? "stream" : "memcpy", r.copy_fraction,
+                r.streams_fraction, ulp.c_str());
   }
   std::fflush(stdout);
 }

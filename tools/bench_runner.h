@@ -1,18 +1,39 @@
 // The measuring loop behind `glmnorm bench`: each case is timed alternately
 // with a plain copy of the same number of bytes in the same run (the speed of
-// light of this machine right now), and reported as GB/s and as a fraction
-// of that copy speed.
+// light of this machine right now), and with a pass that moves the same
+// streams as the kernel (its own speed of light: an op reading two tensors
+// and writing two is not a copy), and reported as GB/s and as fractions of
+// both.
 #ifndef GLMNORM_TOOLS_BENCH_RUNNER_H_
 #define GLMNORM_TOOLS_BENCH_RUNNER_H_
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "glmnorm/dtype.h"
 #include "hwy/aligned_allocator.h"
 
 namespace glmnorm::tools {
+
+// The large tensors a kernel reads and writes, in bytes, for its same-streams
+// baseline (gammas, tables and per-row scales stay in cache and are left
+// out). write_over[i] >= 0: write stream i overwrites read stream
+// write_over[i] (in place, as the kernel does); -1: its own buffer.
+struct Streams {
+  std::vector<int64_t> read, write;
+  std::vector<int> write_over;
+  Streams& Read(int64_t bytes) {
+    read.push_back(bytes);
+    return *this;
+  }
+  Streams& Write(int64_t bytes, int over = -1) {
+    write.push_back(bytes);
+    write_over.push_back(over);
+    return *this;
+  }
+};
 
 struct BenchCase {
   std::string kernel;  // "rms_norm", ...
@@ -22,6 +43,7 @@ struct BenchCase {
   int64_t rows = 0;
   int64_t width = 0;
   int64_t model_bytes = 0;          // bytes the kernel must read + write
+  Streams streams;                  // empty: one read and one write of model_bytes / 2
   std::function<void()> run;        // one call of the kernel
   std::function<int64_t()> max_ulp;  // error of the last output vs float64
 };
@@ -47,6 +69,10 @@ struct BenchResult {
   double gbps = 0;
   double copy_gbps = 0;
   double copy_fraction = 0;
+  double streams_ns = 0;  // the faster of the same-streams pass (median;
+                          // streaming stores for outputs of 4 MiB and more, as
+                          // the kernels) and the copy of model_bytes
+  double streams_fraction = 0;  // streams_ns / ns
   int64_t max_ulp = 0;
 };
 

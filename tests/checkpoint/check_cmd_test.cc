@@ -303,6 +303,10 @@ TEST(BenchQuick, RunsTheDemoCases) {
     cases.push_back(j.at("kernel").get<std::string>() + " " + j.at("shape").get<std::string>() +
                     " " + j.at("dtype").get<std::string>());
     EXPECT_GT(j.at("copy_fraction").get<double>(), 0.0);
+    // The same-streams baseline is never slower than the copy (it takes the
+    // faster): its fraction is at most the copy's.
+    EXPECT_GT(j.at("streams_fraction").get<double>(), 0.0);
+    EXPECT_LE(j.at("streams_fraction").get<double>(), j.at("copy_fraction").get<double>() + 1e-9);
     // Every case is checked against the float64 reference (-1: unchecked).
     EXPECT_GE(j.at("max_ulp").get<int64_t>(), 0) << j.dump();
     EXPECT_LE(j.at("max_ulp").get<int64_t>(), 1) << j.dump();

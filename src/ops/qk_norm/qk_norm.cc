@@ -66,7 +66,7 @@ int64_t ValidateQkHeads(const char* fn, const QkHeads& heads) {
                            Str(heads.num_q_heads) + ", " + Str(heads.num_k_heads) + ", " +
                            Str(heads.num_v_heads));
   }
-  if (heads.num_q_heads + heads.num_k_heads < 1) {
+  if (int64_t{heads.num_q_heads} + heads.num_k_heads < 1) {  // int64: no overflow
     validate::Fail(fn, "heads.num_q_heads + num_k_heads must be >= 1, got 0");
   }
   int64_t width = 0;
@@ -170,17 +170,7 @@ void QkNorm(const ConstTensorView& qkv_in_any, const TensorView& qkv_out_any,
   job.num_k_heads = heads.num_k_heads;
   job.q_gamma = q_gamma.data;
   job.k_gamma = k_gamma.data;
-  job.rotary_dim = rope.rotary_dim;
-  if (rope.rotary_dim != 0) {
-    job.cos = static_cast<const float*>(rope.cos.data);
-    job.sin = static_cast<const float*>(rope.sin.data);
-    job.cos_row_stride = rope.cos.stride[0];
-    job.sin_row_stride = rope.sin.stride[0];
-    if (rope.positions.rank != 0 && tokens > 0) {
-      job.positions = static_cast<const int64_t*>(rope.positions.data);
-      job.positions_stride = rope.positions.stride[0];
-    }
-  }
+  job.rope = RopeTables::Of(rope);
   const int64_t qk_elems = (int64_t{heads.num_q_heads} + heads.num_k_heads) * heads.head_dim;
   job.size.rows = tokens;
   job.size.bytes_moved =

@@ -125,15 +125,7 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
     job.out_row_stride = qk_cols;
     job.heads = qk_heads;
     job.head_dim = hd;
-    job.rotary_dim = rope.rotary_dim;
-    job.cos = static_cast<const float*>(rope.cos.data);
-    job.sin = static_cast<const float*>(rope.sin.data);
-    job.cos_row_stride = rope.cos.stride[0];
-    job.sin_row_stride = rope.sin.stride[0];
-    if (rope.positions.rank != 0) {
-      job.positions = static_cast<const int64_t*>(rope.positions.data);
-      job.positions_stride = rope.positions.stride[0];
-    }
+    job.rope = RopeTables::Of(rope);
     job.size.rows = tokens;
     job.size.bytes_moved = 2 * tokens * qk_cols * int64_t(SizeOf(dqkv_out.dtype));
     backend::Run(job, execution);

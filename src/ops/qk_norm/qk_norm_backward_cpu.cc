@@ -22,12 +22,11 @@ namespace HWY_NAMESPACE {
 template <typename T>
 void QkRopeBackwardRowsTyped(const QkRopeBackwardJob& job, int64_t row_begin, int64_t row_end) {
   const hn::ScalableTag<float> d;
-  const size_t rotary_dim = static_cast<size_t>(job.rotary_dim);
+  const size_t rotary_dim = static_cast<size_t>(job.rope.rotary_dim);
   const int64_t hd = job.head_dim;
   for (int64_t row = row_begin; row < row_end; ++row) {
-    const int64_t pos = job.positions ? job.positions[row * job.positions_stride] : row;
-    const float* cos = job.cos + pos * job.cos_row_stride;
-    const float* sin = job.sin + pos * job.sin_row_stride;
+    const float* cos = job.rope.Cos(row);
+    const float* sin = job.rope.Sin(row);
     const T* in_row = static_cast<const T*>(job.in) + row * job.in_row_stride;
     T* out_row = static_cast<T*>(job.out) + row * job.out_row_stride;
     for (int64_t head = 0; head < job.heads; ++head) {

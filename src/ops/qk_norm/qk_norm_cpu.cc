@@ -24,7 +24,7 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
                           const W* HWY_RESTRICT k_gamma, int64_t row_begin, int64_t row_end) {
   const hn::ScalableTag<float> d;
   const size_t width = static_cast<size_t>(job.p.width);
-  const size_t rotary_dim = static_cast<size_t>(job.rotary_dim);
+  const size_t rotary_dim = static_cast<size_t>(job.rope.rotary_dim);
   const int64_t heads = job.num_q_heads + job.num_k_heads;
   const bool native_bf16 = g_native_bf16;  // read once, not after every store
   // Non-finite gammas send every head to the NaN-safe path.
@@ -36,9 +36,8 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
     const float* cos = nullptr;
     const float* sin = nullptr;
     if (rotary_dim > 0) {
-      const int64_t pos = job.positions ? job.positions[row * job.positions_stride] : row;
-      cos = job.cos + pos * job.cos_row_stride;
-      sin = job.sin + pos * job.sin_row_stride;
+      cos = job.rope.Cos(row);
+      sin = job.rope.Sin(row);
     }
     // 1/rms of head h+1 is computed before head h is normalised: the two are
     // independent (heads never overlap), and the next head's reduction then

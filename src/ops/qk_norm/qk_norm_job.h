@@ -27,6 +27,39 @@ void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t to
                   const TensorView& out, const char* out_name, const Execution& execution);
 }  // namespace detail
 
+// A validated Rope (ValidateRope) as the kernels read it, shared by the
+// forward's and the backward's jobs.
+struct RopeTables {
+  int64_t rotary_dim = 0;      // 0: no RoPE
+  const float* cos = nullptr;  // [positions, rotary_dim/2]
+  const float* sin = nullptr;
+  int64_t cos_row_stride = 0;
+  int64_t sin_row_stride = 0;
+  const int64_t* positions = nullptr;  // null: token t uses row t
+  int64_t positions_stride = 1;        // elements
+
+  static RopeTables Of(const Rope& rope) {
+    RopeTables t;
+    t.rotary_dim = rope.rotary_dim;
+    if (rope.rotary_dim == 0) return t;
+    t.cos = static_cast<const float*>(rope.cos.data);
+    t.sin = static_cast<const float*>(rope.sin.data);
+    t.cos_row_stride = rope.cos.stride[0];
+    t.sin_row_stride = rope.sin.stride[0];
+    if (rope.positions.rank != 0) {
+      t.positions = static_cast<const int64_t*>(rope.positions.data);
+      t.positions_stride = rope.positions.stride[0];
+    }
+    return t;
+  }
+  // The table rows of token t.
+  const float* Cos(int64_t t) const { return cos + Position(t) * cos_row_stride; }
+  const float* Sin(int64_t t) const { return sin + Position(t) * sin_row_stride; }
+  int64_t Position(int64_t t) const {
+    return positions != nullptr ? positions[t * positions_stride] : t;
+  }
+};
+
 // QkNorm: rows are tokens; p.width is head_dim; p.w_type is the gammas' dtype.
 struct QkNormJob {
   JobSize size;
@@ -39,13 +72,7 @@ struct QkNormJob {
   int64_t num_k_heads = 0;
   const void* q_gamma = nullptr;
   const void* k_gamma = nullptr;
-  int64_t rotary_dim = 0;      // 0: no RoPE
-  const float* cos = nullptr;  // [positions, rotary_dim/2]
-  const float* sin = nullptr;
-  int64_t cos_row_stride = 0;
-  int64_t sin_row_stride = 0;
-  const int64_t* positions = nullptr;  // null: token t uses row t
-  int64_t positions_stride = 1;        // elements
+  RopeTables rope;  // rope.rotary_dim 0: no RoPE
 };
 
 template <>
@@ -84,15 +111,9 @@ struct QkRopeBackwardJob {
   int64_t in_row_stride = 0;   // elements
   void* out = nullptr;
   int64_t out_row_stride = 0;  // elements
-  int64_t heads = 0;           // q + k heads
+  int64_t heads = 0;  // q + k heads
   int64_t head_dim = 0;
-  int64_t rotary_dim = 0;
-  const float* cos = nullptr;  // [positions, rotary_dim/2]
-  const float* sin = nullptr;
-  int64_t cos_row_stride = 0;
-  int64_t sin_row_stride = 0;
-  const int64_t* positions = nullptr;  // null: token t uses row t
-  int64_t positions_stride = 1;        // elements
+  RopeTables rope;
 };
 
 template <>
