@@ -52,6 +52,15 @@ def is_torch(a):
 def _torch_desc(a, name, writable, fn):
     if a.device.type != "cpu":
         raise ValueError(f"{fn}: {name}: glmnorm runs on the CPU; got a tensor on {a.device}")
+    if a.layout != _torch.strided:
+        raise TypeError(f"{fn}: {name}: glmnorm takes dense (strided) tensors, got layout "
+                        f"{a.layout}; call .to_dense() first")
+    if a.is_neg():
+        # A lazily negated view (torch._neg_view): its memory holds -value, which the
+        # kernels would read (or write) as is. PyTorch's own ops resolve it; glmnorm
+        # copies nothing, so it refuses.
+        raise ValueError(f"{fn}: {name}: is a lazily negated view (Tensor.is_neg()); its "
+                         f"memory is not its value: pass {name}.resolve_neg()")
     code = _TORCH_CODES.get(a.dtype)
     if code is None:
         raise TypeError(f"{fn}: {name}: unsupported dtype {a.dtype} (glmnorm takes float32, "

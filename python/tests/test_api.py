@@ -241,6 +241,12 @@ def test_value_errors_carry_the_cpp_message(gen):
                         torch.ones(16), num_q_heads=2, num_k_heads=1, num_v_heads=1,
                         head_dim=16, rotary_dim=8, cos=torch.ones(1, 4), sin=torch.ones(1, 4),
                         positions=torch.tensor([0, 5]))
+    # A lazily negated view holds -value in memory: refused, never read as garbage
+    # (as input) or written un-negated (as out=).
+    with pytest.raises(ValueError, match=r"glmnorm.rms_norm: x: is a lazily negated view"):
+        glmnorm.rms_norm(torch._neg_view(x), w)
+    with pytest.raises(ValueError, match=r"glmnorm.rms_norm: out: is a lazily negated view"):
+        glmnorm.rms_norm(x, w, out=torch._neg_view(torch.empty_like(x)))
     with pytest.raises(ValueError, match="n must be >= 1"):
         glmnorm.set_num_threads(0)
     with pytest.raises(ValueError, match="config.json"):
@@ -258,6 +264,9 @@ def test_type_errors_name_the_dtype(gen):
         glmnorm.rms_norm(np.ones((2, 64), np.float64), np.ones(64, np.float64))
     with pytest.raises(TypeError, match="expected a numpy array"):
         glmnorm.rms_norm("not an array", w)
+    with pytest.raises(TypeError, match=r"glmnorm.rms_norm: x: glmnorm takes dense \(strided\) "
+                                        r"tensors, got layout torch.sparse_coo"):
+        glmnorm.rms_norm(x.float().to_sparse(), w.float())
     with pytest.raises(TypeError, match="int8 or float8"):
         glmnorm.rms_norm_quant(x, w, dtype="bf16")
 
