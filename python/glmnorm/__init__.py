@@ -350,7 +350,8 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
         apply_rotary_pos_emb would (and no less accurately).
       out: gradient of qkv, same layout, qkv's dtype; its q and k columns are written, its v
         columns are not touched (the v gradient is dqkv's v columns: ``out=dqkv``, in place,
-        gives the full gradient). None: a copy of dqkv, written in place.
+        gives the full gradient). None: a new array of qkv's dtype and shape holding the
+        full gradient (v's columns: dqkv's, converted to qkv's dtype).
       dweight_dtype: dtype of dq_weight / dk_weight; None: q_weight's dtype.
     Raises: ValueError (heads, strides, RoPE tables or positions), TypeError.
     """
@@ -359,22 +360,39 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
     dqkv = _as_array(dqkv, "dqkv", fn)
     q_weight = _as_array(q_weight, "q_weight", fn)
     k_weight = _as_array(k_weight, "k_weight", fn)
-    if out is None:
-        out = dqkv.clone() if _arrays.is_torch(dqkv) else dqkv.copy()
-        dout = din = _desc(out, "out", fn, True)
+    heads = dict(num_q_heads=num_q_heads, num_k_heads=num_k_heads, num_v_heads=num_v_heads,
+                 head_dim=head_dim, rotary_dim=rotary_dim)
+    _ext.check_args(fn, heads)  # integers, before any size is used below
+    qkv_desc = _desc(qkv, "qkv", fn)
+    dout = _desc(dqkv, "dqkv", fn)  # checked by the library as given: no copy, no conversion
+    fresh = out is None
+    if fresh:
+        # qkv's dtype and shape; v's columns are copied from dqkv after the call.
+        out = _arrays.empty_like(qkv, qkv.shape, qkv_desc[1])
     else:
         out = _as_array(out, "out", fn)
-        din = _desc(out, "out", fn, True)
-        dout = din if out is dqkv else _desc(dqkv, "dqkv", fn)
+    din = _desc(out, "out", fn, True)
+    if out is dqkv:
+        dout = din
     wc = _arrays.dtype_code(q_weight)
     code = _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32, "dweight_dtype", fn)
-    dq = _arrays.empty_like(qkv, (head_dim,), code)
-    dk = _arrays.empty_like(qkv, (head_dim,), code)
-    _ext.qk_norm_backward(_desc(qkv, "qkv", fn), dout, din, num_q_heads,
+    # A head_dim that cannot be right (the library then says why) gets empty
+    # gradients instead of an allocation of that size.
+    width = qkv.shape[-1] if len(qkv.shape) else 0
+    n = head_dim if 1 <= head_dim <= width else 0
+    dq = _arrays.empty_like(qkv, (n,), code)
+    dk = _arrays.empty_like(qkv, (n,), code)
+    _ext.qk_norm_backward(qkv_desc, dout, din, num_q_heads,
                           num_k_heads, num_v_heads, head_dim, _desc(q_weight, "q_weight", fn),
                           _desc(k_weight, "k_weight", fn), _desc(dq, "dq_weight", fn, True),
                           _desc(dk, "dk_weight", fn, True), eps, rounding, weight_offset,
                           rotary_dim, *_rope(fn, rotary_dim, cos, sin, positions))
+    if fresh and num_v_heads > 0:
+        v = slice((num_q_heads + num_k_heads) * head_dim, None)
+        if _arrays.is_torch(out):
+            out[..., v].copy_(dqkv[..., v])
+        else:
+            out[..., v] = dqkv[..., v]
     return out, dq, dk
 
 

@@ -222,10 +222,16 @@ def _explain(op, error, args):
     fn = f"glmnorm.{op}"
     for a in getattr(torch.ops.glmnorm, op).default._schema.arguments:
         value = args.get(a.name)
-        if str(a.type).startswith("Tensor") and value is not None and not isinstance(
-                value, torch.Tensor):
-            raise TypeError(f"{fn}: {a.name} must be a torch.Tensor, got "
+        kind = str(a.type)  # "Tensor", or "Optional[Tensor]" for cos / sin / positions
+        if kind not in ("Tensor", "Optional[Tensor]", "Tensor?") or value is None:
+            continue
+        if not isinstance(value, torch.Tensor):
+            what = "a torch.Tensor" if kind == "Tensor" else "a torch.Tensor or None"
+            raise TypeError(f"{fn}: {a.name} must be {what}, got "
                             f"{type(value).__name__}") from None
+        if value.layout != torch.strided:  # the dispatcher's "Could not run ... SparseCPU"
+            raise TypeError(f"{fn}: {a.name}: glmnorm takes dense (strided) tensors, got "
+                            f"layout {value.layout}; call .to_dense() first") from None
     _ext.check_args(fn, args)  # the package's conversion rules (raise on a bad one)
     raise error
 

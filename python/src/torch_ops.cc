@@ -340,25 +340,42 @@ glmnorm::Rope RopeOf(const char* op, int64_t rotary_dim, const std::optional<at:
   return rope;
 }
 
-void QkCall(const char* op, const at::Tensor& qkv, bool written_in_place,
+// v's columns of a fused QKV tensor from `from` into `to` (converted to its
+// dtype): the functional ops' pass-through. Nothing when both are one tensor.
+void CopyV(const at::Tensor& from, const at::Tensor& to, const glmnorm::QkHeads& h) {
+  if (from.is_same(to) || h.num_v_heads == 0) return;
+  const int64_t begin = (int64_t{h.num_q_heads} + h.num_k_heads) * h.head_dim;
+  const int64_t cols = int64_t{h.num_v_heads} * h.head_dim;
+  to.narrow(-1, begin, cols).copy_(from.narrow(-1, begin, cols));
+}
+
+// QkNorm of `in` into `out` (the same tensor for the in-place op). The
+// library checks the user's tensors as given (dtype, shape, strides), so the
+// functional op refuses what the in-place op and the package refuse, and
+// nothing is converted or broadcast on the way; v's columns are then copied
+// (QkNorm leaves them untouched).
+void QkCall(const char* op, const at::Tensor& in, const at::Tensor& out, bool written_in_place,
             const at::Tensor& q_weight, const at::Tensor& k_weight, int64_t num_q_heads,
             int64_t num_k_heads, int64_t num_v_heads, int64_t head_dim, double eps,
             c10::string_view rounding, double weight_offset, int64_t rotary_dim,
             const std::optional<at::Tensor>& cos, const std::optional<at::Tensor>& sin,
             const std::optional<at::Tensor>& positions) {
+  glmnorm::QkHeads heads;
   try {
-    const glmnorm::QkHeads heads = Heads(op, num_q_heads, num_k_heads, num_v_heads, head_dim);
+    heads = Heads(op, num_q_heads, num_k_heads, num_v_heads, head_dim);
     const glmnorm::Rope rope = RopeOf(op, rotary_dim, cos, sin, positions);
-    const auto out = View<void*>(op, qkv, "qkv");
+    const auto in_view = View<const void*>(op, in, "qkv");
+    const auto out_view = View<void*>(op, out, "qkv");
     const auto qw = View<const void*>(op, q_weight, "q_weight");
     const auto kw = View<const void*>(op, k_weight, "k_weight");
     const auto o = Options(op, eps, rounding, weight_offset);
-    if (written_in_place) MarkWritten(qkv);
-    glmnorm::QkNorm(glmnorm::AsConst(out), out, heads, qw, kw, o, rope);
+    if (written_in_place) MarkWritten(out);
+    glmnorm::QkNorm(in_view, out_view, heads, qw, kw, o, rope);
   } catch (const glmnorm::Error& e) {
-    // Both views are the user's qkv (in place), or its copy (functional).
+    // Both views are the user's qkv (in place), or qkv and its new output.
     Rethrow(op, e, {{"qkv_in", "qkv"}, {"qkv_out", "qkv"}});
   }
+  CopyV(in, out, heads);
 }
 
 void QkNormInPlace(const at::Tensor& qkv, const at::Tensor& q_weight, const at::Tensor& k_weight,
@@ -367,7 +384,7 @@ void QkNormInPlace(const at::Tensor& qkv, const at::Tensor& q_weight, const at::
                    double weight_offset, int64_t rotary_dim,
                    const std::optional<at::Tensor>& cos, const std::optional<at::Tensor>& sin,
                    const std::optional<at::Tensor>& positions) {
-  QkCall("qk_norm_", qkv, true, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads,
+  QkCall("qk_norm_", qkv, qkv, true, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads,
          head_dim, eps, rounding, weight_offset, rotary_dim, cos, sin, positions);
 }
 
@@ -378,8 +395,7 @@ at::Tensor QkNorm(const at::Tensor& qkv, const at::Tensor& q_weight, const at::T
                   const std::optional<at::Tensor>& sin,
                   const std::optional<at::Tensor>& positions) {
   at::Tensor out = NewOutput(qkv.sizes(), qkv.options());
-  out.copy_(qkv);  // v is carried over; q and k are normalised in place below
-  QkCall("qk_norm", out, false, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads,
+  QkCall("qk_norm", qkv, out, false, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads,
          head_dim, eps, rounding, weight_offset, rotary_dim, cos, sin, positions);
   return out;
 }
@@ -491,20 +507,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> QkNormBackward(
     const glmnorm::QkHeads heads = Heads(kOp, num_q_heads, num_k_heads, num_v_heads, head_dim);
     const glmnorm::Rope rope = RopeOf(kOp, rotary_dim, cos, sin, positions);
     const auto o = Options(kOp, eps, rounding, weight_offset);
+    // dqkv is checked by the library as given (dtype, shape: no conversion,
+    // no broadcast); dqkv_in is new, in qkv's dtype, and v's columns are
+    // copied from dqkv afterwards (v passes through).
     at::Tensor din = NewOutput(qkv.sizes(), qkv.options());
-    din.copy_(dqkv);
     at::Tensor dq = at::empty(q_weight.sizes(), q_weight.options());
     at::Tensor dk = at::empty(k_weight.sizes(), k_weight.options());
-    const auto qv = View<const void*>(kOp, qkv, "qkv");
-    const auto d = View<void*>(kOp, din, "dqkv");
-    glmnorm::QkNormBackward(qv, glmnorm::AsConst(d), d, heads,
-                            View<const void*>(kOp, q_weight, "q_weight"),
+    glmnorm::QkNormBackward(View<const void*>(kOp, qkv, "qkv"),
+                            View<const void*>(kOp, dqkv, "dqkv"), View<void*>(kOp, din, "dqkv_in"),
+                            heads, View<const void*>(kOp, q_weight, "q_weight"),
                             View<const void*>(kOp, k_weight, "k_weight"),
                             View<void*>(kOp, dq, "dq_weight"), View<void*>(kOp, dk, "dk_weight"),
                             o, rope);
+    CopyV(dqkv, din, heads);
     return {din, dq, dk};
   } catch (const glmnorm::Error& e) {
-    Rethrow(kOp, e, {{"dqkv_in", "dqkv"}});  // dqkv_in is the op's copy of dqkv
+    Rethrow(kOp, e, {{"dqkv_out", "dqkv"}});
   }
 }
 

@@ -195,3 +195,66 @@ def test_gradcheck_float64_reference_agrees_with_glmnorm_f32():
                         cos.float(), sin.float())
     for g, r in zip(gl, ref):
         torch.testing.assert_close(g.double(), r, rtol=1e-5, atol=1e-5)
+
+
+def test_bad_arguments_are_refused_where_they_are_given():
+    """Found by a newcomer's check: the backward op converted or broadcast a wrong dqkv
+    (silent garbage), the functional op accepted a qkv whose last dim is strided and failed
+    only at .backward(), the package's backward blamed `out` for a bad dqkv and allocated
+    head_dim floats before checking it, and the torch wrappers let a non-tensor table
+    through as torch's schema error. Each is now the library's error, naming the argument
+    the user gave, at the call that got it."""
+    nq, nk, nv, hd, rot, t = 4, 2, 2, 16, 8, 5
+    width = (nq + nk + nv) * hd
+    qkv = torch.randn(t, width).bfloat16()
+    w = torch.ones(hd, dtype=torch.bfloat16)
+    cos, sin = _tables(16, rot)
+    pos = torch.arange(t)
+
+    def bw(d):
+        return torch.ops.glmnorm.qk_norm_backward(qkv, w, w, d, nq, nk, nv, hd, EPS,
+                                                  "cast-then-scale", 0.0, rot, cos, sin, pos)
+
+    good = bw(qkv.clone())
+    assert good[0].dtype == torch.bfloat16
+    # v's gradient passes through.
+    assert torch.equal(good[0][:, (nq + nk) * hd:], qkv[:, (nq + nk) * hd:])
+    with pytest.raises(TypeError, match=r"^glmnorm.qk_norm_backward: dqkv"):
+        bw(torch.randn(t, width))  # f32, was converted to bf16
+    with pytest.raises(TypeError, match=r"^glmnorm.qk_norm_backward: .*dqkv"):
+        bw(qkv.int())
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm_backward: .*dqkv"):
+        bw(qkv[:1].clone())  # one row, was broadcast
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm_backward: .*dqkv"):
+        bw(qkv[:, :-hd].contiguous())
+
+    strided = torch.randn(width, t).t().requires_grad_()
+    wf = torch.ones(hd)
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm: qkv.*stride"):
+        torch.ops.glmnorm.qk_norm(strided, wf, wf, nq, nk, nv, hd, EPS, "cast-then-scale",
+                                  0.0, rot, cos, sin, pos)
+
+    def pkg(d, **kw):
+        args = dict(num_q_heads=nq, num_k_heads=nk, num_v_heads=nv, head_dim=hd,
+                    rotary_dim=rot, cos=cos, sin=sin, positions=pos)
+        args.update(kw)
+        return glmnorm.qk_norm_backward(qkv, w, w, d, **args)
+
+    with pytest.raises(TypeError, match=r"^glmnorm.qk_norm_backward: dqkv"):
+        pkg(qkv.float())
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm_backward: .*head_dim must be >= 1"):
+        pkg(qkv, head_dim=-1)
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm_backward: head_dim"):
+        pkg(qkv, head_dim=2**40)
+    with pytest.raises(TypeError, match=r"^glmnorm.qk_norm_backward: head_dim"):
+        pkg(qkv, head_dim=16.0)
+    # out=None gives the full gradient, bit for bit the op's.
+    full = pkg(qkv.clone())
+    for a, b in zip(full, good):
+        assert torch.equal(a, b)
+
+    import glmnorm.torch as gt
+    with pytest.raises(TypeError, match=r"^glmnorm.qk_norm: positions must be a torch.Tensor "
+                                        r"or None, got list"):
+        gt.qk_norm(qkv, w, w, nq, nk, nv, hd, rotary_dim=rot, cos=cos, sin=sin,
+                   positions=[0, 1, 2, 3, 4])

@@ -78,6 +78,20 @@ int64_t ValidateQkHeads(const char* fn, const QkHeads& heads) {
   return width;
 }
 
+void ValidateQkGammaDTypes(const char* fn, DType q, DType k, DType qkv, const char* qkv_name) {
+  if (k != q) {
+    validate::FailDType(fn, "k_gamma.dtype must equal q_gamma.dtype " + std::string(Name(q)) +
+                                ", got " + std::string(Name(k)));
+  }
+  if (q != DType::kF32 && q != qkv) {
+    const std::string allowed = qkv == DType::kF32
+                                    ? "f32 (" + std::string(qkv_name) + "'s dtype)"
+                                    : "f32 or " + std::string(qkv_name) + "'s dtype " +
+                                          std::string(Name(qkv));
+    validate::FailDType(fn, "q_gamma.dtype must be " + allowed + ", got " + std::string(Name(q)));
+  }
+}
+
 void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
                   const TensorView& out, const char* out_name, const Execution& execution) {
   if (rope.rotary_dim != 0) {
@@ -142,16 +156,7 @@ void QkNorm(const ConstTensorView& qkv_in_any, const TensorView& qkv_out_any,
   validate::SameShape(kFn, "qkv_in", qkv_in, "qkv_out", qkv_out);
   validate::Gamma(kFn, "q_gamma", q_gamma, heads.head_dim);
   validate::Gamma(kFn, "k_gamma", k_gamma, heads.head_dim);
-  if (k_gamma.dtype != q_gamma.dtype) {
-    validate::FailDType(kFn, "k_gamma.dtype must equal q_gamma.dtype " +
-                            std::string(Name(q_gamma.dtype)) + ", got " +
-                            std::string(Name(k_gamma.dtype)));
-  }
-  if (q_gamma.dtype != DType::kF32 && q_gamma.dtype != qkv_in.dtype) {
-    validate::FailDType(kFn, "q_gamma.dtype must be f32 or qkv_in's dtype " +
-                            std::string(Name(qkv_in.dtype)) + ", got " +
-                            std::string(Name(q_gamma.dtype)));
-  }
+  detail::ValidateQkGammaDTypes(kFn, q_gamma.dtype, k_gamma.dtype, qkv_in.dtype, "qkv_in");
   validate::OutputDType(kFn, "qkv_out", qkv_out.dtype, q_gamma.dtype, qkv_in.dtype,
                         options.rounding);
   validate::NoPartialOverlap(kFn, "qkv_in", qkv_in, "qkv_out", qkv_out, /*allow_same=*/true);

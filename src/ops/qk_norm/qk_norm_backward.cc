@@ -79,6 +79,7 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
     validate::FailDType(kFn, "dqkv_in.dtype must be " + std::string(Name(qkv.dtype)) +
                             " (qkv's dtype), got " + std::string(Name(dqkv_in.dtype)));
   }
+  detail::ValidateQkGammaDTypes(kFn, q_gamma.dtype, k_gamma.dtype, qkv.dtype, "qkv");
   const int64_t hd = heads.head_dim;
   detail::NormBackwardArgs q, k;
   q.x = Heads(qkv, 0, heads.num_q_heads, hd);

@@ -170,7 +170,7 @@ TEST(QkNormBackward, RopeBackwardOnExactRotations) {
 TEST(QkNormBackward, RopeBackwardOnEveryTargetIsTheFloat64Unrotation) {
   test::Seed();
   for (DType t : {DType::kBF16, DType::kF16, DType::kF32}) {
-    for (const auto [hd, rotary] : {std::pair<int64_t, int64_t>{48, 24}, {130, 66}, {128, 64}}) {
+    for (const auto& [hd, rotary] : {std::pair<int64_t, int64_t>{48, 24}, {130, 66}, {128, 64}}) {
       const QkHeads heads{3, 2, 1, static_cast<int>(hd)};
       const int64_t tokens = 7, width = 6 * hd, stride = width + 5, half = rotary / 2;
       const int64_t table_rows = 11, table_stride = half + 3;
@@ -254,6 +254,15 @@ TEST(QkNormBackward, Errors) {
   expect([&] {
     QkNormBackward(qv, AsConst(dv), dv, QkHeads{1 << 30, 1 << 30, 0, 1 << 30}, gv, gv, dq, dk);
   }, "(num_q_heads + num_k_heads + num_v_heads) * head_dim overflows");
+  // The forward's gamma dtype rule (f32 or qkv's dtype; q and k alike).
+  {
+    Buffer g16(DType::kF16, 4);
+    const auto g16v = Contiguous<const void*>(g16.data(), DType::kF16, {4});
+    expect([&] { QkNormBackward(qv, AsConst(dv), dv, heads, g16v, g16v, dq, dk); },
+           "q_gamma.dtype must be f32 or qkv's dtype bf16, got f16");
+    expect([&] { QkNormBackward(qv, AsConst(dv), dv, heads, gv, g16v, dq, dk); },
+           "k_gamma.dtype must equal q_gamma.dtype bf16, got f16");
+  }
   // Positions outside the tables, found by the backend's check job.
   {
     float cos[2] = {1, 1}, sin[2] = {0, 0};

@@ -17,6 +17,10 @@ namespace detail {
 // k head, and (q + k + v) * head_dim a valid width, which it returns.
 int64_t ValidateQkHeads(const char* fn, const QkHeads& heads);
 
+// The gammas' dtypes, shared by QkNorm and QkNormBackward: q and k alike,
+// and f32 or the QKV tensor's dtype (named `qkv_name`).
+void ValidateQkGammaDTypes(const char* fn, DType q, DType k, DType qkv, const char* qkv_name);
+
 // The checks of a Rope argument, shared by QkNorm and QkNormBackward (`fn`
 // names the public function): rotary_dim even and <= head_dim, f32 tables
 // [positions, rotary_dim/2] with contiguous rows, positions i64 [tokens] in
