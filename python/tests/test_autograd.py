@@ -75,12 +75,28 @@ def _ulp_f32(a, b):
 
 
 # bf16 against Transformers' autograd. Measured (seeds 1-6 and others, 61,440 elements
-# each): dx bit-identical in 0.99995-1.0 of the elements, never more than 1 ulp apart (the two
-# sum (dh * xf) in different float32 orders; a bf16 result near a rounding midpoint flips);
-# dweight bit-identical. Bounds with margin:
+# each): dx bit-identical in 0.99995-1.0 of the elements; dweight bit-identical. The two sum
+# (dh * xf) in different float32 orders, so where dh - xf * c cancels (dx near 0) an element
+# can be many of its own ulps apart (seed 811030535: 11 ulp; docs/BACKWARD.md has 29 at width
+# 128): no per-element ulp bound holds, the bound is the one of docs/BACKWARD.md, relative to
+# the row (_assert_bf16_dx_close). Bounds with margin:
 BF16_DX_SAME = 0.999
-BF16_DX_MAX_ULP = 2
+BF16_DX_REL_OF_ROW_MAX = 2.0**-7
 BF16_DW_MAX_ULP = 1
+
+
+def _assert_bf16_dx_close(dx, dx_ref, same_at_least=BF16_DX_SAME):
+    """docs/BACKWARD.md's bound on bf16 dx against torch: mostly bit-identical, every
+    element within 2^-7 of its row's largest |dx|, and the elements more than 1 ulp apart
+    (the cancelling ones) small against their row (<= 2^-4 of its largest |dx|)."""
+    u = ulp_bf16(dx, dx_ref)
+    row_max = dx_ref.float().abs().amax(-1, keepdim=True).expand_as(dx_ref)
+    rel = float(((dx.float() - dx_ref.float()).abs() / row_max).max())
+    assert float((u == 0).double().mean()) >= same_at_least
+    assert rel <= BF16_DX_REL_OF_ROW_MAX, rel
+    far = u > 1
+    if bool(far.any()):
+        assert float((dx_ref.float().abs()[far] / row_max[far]).max()) <= 2.0**-4
 # float32: element error relative to the row's largest |dx| (dx_i = r * (dh_i - xf_i * c)
 # cancels, so per-element ulps mean nothing on small elements: thousands of ulps there),
 # and dweight relative to its largest element. Measured: dx 1.8e-7 to 2.4e-7, dweight
@@ -104,8 +120,7 @@ def test_gradients_match_transformers_autograd(gen, dtype):
         print(f"seed {SEED}: bf16 dx bit-identical {same:.5f}, max {int(u.max())} ulp; "
               f"dweight bit-identical {float((uw == 0).double().mean()):.4f}, max "
               f"{int(uw.max())} ulp")
-        assert same >= BF16_DX_SAME
-        assert int(u.max()) <= BF16_DX_MAX_ULP
+        _assert_bf16_dx_close(dx, dx_ref)
         assert int(uw.max()) <= BF16_DW_MAX_ULP
     else:
         scale = dx_ref.abs().amax(-1, keepdim=True)
@@ -126,7 +141,7 @@ def test_mixed_dtypes_and_single_rounding_match_torch(gen):
     dx_ref, dw_ref = _torch_grads(x, w, dy)
     dx, dw = _glmnorm_grads(x, w, dy)
     assert dx.dtype == torch.bfloat16 and dw.dtype == torch.float32
-    assert int(ulp_bf16(dx, dx_ref).max()) <= BF16_DX_MAX_ULP
+    _assert_bf16_dx_close(dx, dx_ref)
     torch.testing.assert_close(dw, dw_ref, rtol=1e-5, atol=1e-5 * float(dw_ref.abs().max()))
 
     xf = _unit(gen, (16, 128)).requires_grad_()
@@ -142,7 +157,8 @@ def test_mixed_dtypes_and_single_rounding_match_torch(gen):
 def test_mixed_dtypes_package_and_op_give_the_same_dx(gen):
     """f32 weight with 16-bit x: torch autograd rounds dh = dy * weight to x's dtype. The
     kernel (RmsNormBackward) does it, so the package function and the torch op (no second
-    kernel call in the bindings any more) give the same dx, within 1 ulp of torch autograd.
+    kernel call in the bindings any more) give the same dx, within docs/BACKWARD.md's bound of
+    torch autograd (_assert_bf16_dx_close).
     Needs the core branch's RmsNormBackward (issue 15): fails before it is merged."""
     for dtype in (torch.bfloat16, torch.float16):
         x = rows(gen, (64, 256), dtype)
@@ -153,7 +169,7 @@ def test_mixed_dtypes_package_and_op_give_the_same_dx(gen):
         dx_pkg, _ = glmnorm.rms_norm_backward(x, w, dy)
         assert torch.equal(bits(dx_op), bits(dx_pkg))
         if dtype == torch.bfloat16:
-            assert int(ulp_bf16(dx_op, dx_ref).max()) <= 1
+            _assert_bf16_dx_close(dx_op, dx_ref)
         else:
             torch.testing.assert_close(dx_op, dx_ref, rtol=2e-3, atol=2e-3 * float(
                 dx_ref.abs().max()))
@@ -261,10 +277,11 @@ def test_package_backward_functions(gen):
     out, _ = glmnorm.rms_norm_backward(x, w, dy2, out=dy2)
     assert out is dy2 and torch.equal(bits(dy2), bits(dx))
     # rstd given (here torch's float32 1/rms, which may differ from the forward's in the last
-    # bit): dx within 1 ulp of the recomputing call
+    # bit): dx as close to the recomputing call as to torch (_assert_bf16_dx_close)
     rstd = torch.rsqrt(x.float().pow(2).mean(-1) + 1e-5)
     dx_r, dw_r = glmnorm.rms_norm_backward(x, w, dy, rstd=rstd)
-    assert int(ulp_bf16(dx_r, dx).max()) <= 1 and int(ulp_bf16(dw_r, dw).max()) <= 1
+    _assert_bf16_dx_close(dx_r, dx)
+    assert int(ulp_bf16(dw_r, dw).max()) <= 1
     with pytest.raises(ValueError):
         glmnorm.rms_norm_backward(x, w, dy, rstd=rstd[:3])
     with pytest.raises(ValueError, match="width"):
@@ -291,8 +308,7 @@ def test_package_add_rms_norm_backward_matches_torch(gen):
     glmnorm.add_rms_norm(h_fwd, d, w)
     d_res, d_delta, dw = glmnorm.add_rms_norm_backward(h_fwd, w, dy, dres)
     assert d_delta is d_res
-    assert int(ulp_bf16(d_res, rr.grad).max()) <= BF16_DX_MAX_ULP
-    assert float((ulp_bf16(d_res, rr.grad) == 0).double().mean()) >= BF16_DX_SAME
+    _assert_bf16_dx_close(d_res, rr.grad)
     assert int(ulp_bf16(dw, m.weight.grad).max()) <= BF16_DW_MAX_ULP
 
 
