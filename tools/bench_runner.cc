@@ -77,15 +77,19 @@ class StreamsPass {
  public:
   static constexpr int64_t kTaskLines = 1024;  // the unit of the thread split
   static constexpr int kMaxShift = 3;  // streams down to 1/8 of the largest
-  explicit StreamsPass(const Streams& s) : over_(s.write_over) {
+  explicit StreamsPass(const Streams& s) {
     int64_t largest = 64;
-    for (int64_t b : s.read) largest = std::max(largest, b);
-    for (int64_t b : s.write) largest = std::max(largest, b);
+    for (const auto* bytes : {&s.read, &s.write}) {
+      for (int64_t b : *bytes) {
+        largest = std::max(largest, b);
+        total_ += b;  // in-place writes move bytes too (the split's bytes_moved)
+      }
+    }
     lines_ = (largest + 63) / 64;
     for (int64_t b : s.read) read_.push_back(Add(b));
     for (size_t i = 0; i < s.write.size(); ++i) {
-      if (over_[i] >= 0) {
-        Stream w = read_[over_[i]];
+      if (s.write_over[i] >= 0) {
+        Stream w = read_[s.write_over[i]];
         w.in_place = true;
         write_.push_back(w);
       } else {
@@ -134,11 +138,9 @@ class StreamsPass {
     const size_t alloc = static_cast<size_t>(((lines_ >> shift) + 1) * 64);
     buffers_.push_back(hwy::AllocateAligned<char>(alloc));
     std::memset(buffers_.back().get(), 1, alloc);
-    total_ += bytes;
     return {buffers_.back().get(), shift, (int64_t{1} << shift) - 1};
   }
 
-  std::vector<int> over_;
   std::vector<hwy::AlignedFreeUniquePtr<char[]>> buffers_;
   std::vector<Stream> read_, write_;
   int64_t lines_ = 1;

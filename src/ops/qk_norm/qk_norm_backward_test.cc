@@ -100,6 +100,14 @@ TEST(QkNormBackward, HeadsOfAFusedBufferEveryTarget) {
   totals.ExpectBars("QkNormBackward");
 }
 
+// The bits of a backward's outputs, dqkv_in then dq_gamma and dk_gamma.
+std::vector<uint8_t> OutputBits(const Buffer& din, const Buffer& dq, const Buffer& dk) {
+  std::vector<uint8_t> bits(din.bytes.begin(), din.bytes.end());
+  bits.insert(bits.end(), dq.bytes.begin(), dq.bytes.end());
+  bits.insert(bits.end(), dk.bytes.begin(), dk.bytes.end());
+  return bits;
+}
+
 // The RoPE backward on rotations whose products are exact: cos 1 / sin 0
 // (identity) must give the bits of the backward without RoPE; cos 0 / sin 1
 // (a quarter turn: lo = -b, hi = a) the bits of the backward without RoPE
@@ -145,9 +153,7 @@ TEST(QkNormBackward, RopeBackwardOnExactRotations) {
                      Rows<void*>(din.data(), t, tokens, width, stride), heads, qgv, kgv,
                      Contiguous<void*>(dq.data(), DType::kF32, {hd}),
                      Contiguous<void*>(dk.data(), DType::kF32, {hd}), NormOptions{}, r);
-      std::vector<uint8_t> bits(din.bytes.begin(), din.bytes.end());
-      bits.insert(bits.end(), dq.bytes.begin(), dq.bytes.end());
-      bits.insert(bits.end(), dk.bytes.begin(), dk.bytes.end());
+      std::vector<uint8_t> bits = OutputBits(din, dq, dk);
       // v columns come from dqkv_out in place, are untouched otherwise: compare q and k only
       for (int64_t tok = 0; tok < tokens; ++tok) {
         std::memset(bits.data() + din.offset + (tok * stride + 4 * hd) * SizeOf(t), 0,
@@ -215,10 +221,7 @@ TEST(QkNormBackward, RopeBackwardOnEveryTargetIsTheFloat64Unrotation) {
                        Rows<void*>(din.data(), t, tokens, width, stride), heads, qgv, kgv,
                        Contiguous<void*>(dq.data(), DType::kF32, {hd}),
                        Contiguous<void*>(dk.data(), DType::kF32, {hd}), NormOptions{}, r);
-        std::vector<uint8_t> bits(din.bytes.begin(), din.bytes.end());
-        bits.insert(bits.end(), dq.bytes.begin(), dq.bytes.end());
-        bits.insert(bits.end(), dk.bytes.begin(), dk.bytes.end());
-        return bits;
+        return OutputBits(din, dq, dk);
       };
       const auto want = run(dy_plain, Rope{});
       test::ForEachTarget([&](const char* target) {
