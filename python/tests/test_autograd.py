@@ -82,7 +82,18 @@ def _ulp_f32(a, b):
 # the row (_assert_bf16_dx_close). Bounds with margin:
 BF16_DX_SAME = 0.999
 BF16_DX_REL_OF_ROW_MAX = 2.0**-7
-BF16_DW_MAX_ULP = 1
+# bf16 dweight: both sides round one float32 sum over the rows of dy * bf16(x * r), but each
+# side has its own float32 r (1/rms), and where they differ by an ulp some bf16(x * r) terms
+# flip by one of their ulps; a column summing several flips can land 2 ulps away (seed
+# 1622158102: 0.9922 of dweight bit-identical, max 2 ulp). So: most bit-identical, a small max.
+BF16_DW_SAME = 0.98
+BF16_DW_MAX_ULP = 4
+
+
+def _assert_bf16_dw_close(dw, dw_ref):
+    u = ulp_bf16(dw, dw_ref)
+    assert float((u == 0).double().mean()) >= BF16_DW_SAME
+    assert int(u.max()) <= BF16_DW_MAX_ULP
 
 
 def _assert_bf16_dx_close(dx, dx_ref, same_at_least=BF16_DX_SAME):
@@ -121,7 +132,7 @@ def test_gradients_match_transformers_autograd(gen, dtype):
               f"dweight bit-identical {float((uw == 0).double().mean()):.4f}, max "
               f"{int(uw.max())} ulp")
         _assert_bf16_dx_close(dx, dx_ref)
-        assert int(uw.max()) <= BF16_DW_MAX_ULP
+        _assert_bf16_dw_close(dw, dw_ref)
     else:
         scale = dx_ref.abs().amax(-1, keepdim=True)
         rel = float(((dx - dx_ref).abs() / scale).max())
@@ -309,7 +320,7 @@ def test_package_add_rms_norm_backward_matches_torch(gen):
     d_res, d_delta, dw = glmnorm.add_rms_norm_backward(h_fwd, w, dy, dres)
     assert d_delta is d_res
     _assert_bf16_dx_close(d_res, rr.grad)
-    assert int(ulp_bf16(dw, m.weight.grad).max()) <= BF16_DW_MAX_ULP
+    _assert_bf16_dw_close(dw, m.weight.grad)
 
 
 def test_package_qk_norm_backward_equals_the_op(gen):
