@@ -71,6 +71,12 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
         d, width, job.p.eps, [x](auto dd, size_t i) { return LoadF32(dd, x + i); },
         [x](auto dd, size_t i, size_t n) { return LoadF32Partial(dd, x + i, n); });
   };
+  // How far ahead to prefetch: row + 2 for wide rows; narrow rows (heads of
+  // 128: 256 bytes) take as many rows as cover kPrefetchBytes, since two of
+  // them ahead is less than one memory latency of work.
+  constexpr int64_t kPrefetchBytes = 4096;
+  const int64_t prefetch_rows =
+      std::max<int64_t>(2, kPrefetchBytes / std::max<int64_t>(1, job.p.width * sizeof(T)));
   InvRms next = row_begin < row_end ? inv_of(row_begin) : InvRms{};
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
@@ -79,8 +85,8 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
     // unless we make one: prefetching row + 2, the next row the reduction
     // will read, keeps the read stream going (issue 16: 0.40 -> 0.59 of a
     // copy at 4096x5120 bf16). A line already requested costs nothing more.
-    const T* ahead =
-        static_cast<const T*>(job.x) + job.x_rows.Offset(std::min(row + 2, row_end - 1));
+    const T* ahead = static_cast<const T*>(job.x) +
+                     job.x_rows.Offset(std::min(row + prefetch_rows, row_end - 1));
     const auto load = [x, ahead](auto dd, size_t i) {
       hwy::Prefetch(ahead + i);
       return LoadF32(dd, x + i);
