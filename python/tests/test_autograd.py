@@ -96,7 +96,13 @@ def _assert_bf16_dw_close(dw, dw_ref):
     assert int(u.max()) <= BF16_DW_MAX_ULP
 
 
-def _assert_bf16_dx_close(dx, dx_ref, same_at_least=BF16_DX_SAME):
+def _bf16_ulp_at(m):
+    """The bf16 ulp at magnitude m (elementwise; m > 0)."""
+    _, e = torch.frexp(m)
+    return torch.ldexp(torch.ones_like(m), e - 8)
+
+
+def _assert_bf16_dx_close(dx, dx_ref, same_at_least=BF16_DX_SAME, addend=None):
     """docs/BACKWARD.md's bound on bf16 dx against torch: mostly bit-identical, every
     element within 2^-7 of its row's largest |dx|, and the elements more than 1 ulp apart
     (the cancelling ones) small against their row (<= 2^-4 of its largest |dx|)."""
@@ -106,6 +112,13 @@ def _assert_bf16_dx_close(dx, dx_ref, same_at_least=BF16_DX_SAME):
     assert float((u == 0).double().mean()) >= same_at_least
     assert rel <= BF16_DX_REL_OF_ROW_MAX, rel
     far = u > 1
+    if addend is not None:
+        # d_res = R(R(dx_norm) + addend) on both sides (docs/BACKWARD.md): one ulp of dx_norm
+        # is several ulps of a sum that the addend made smaller (seed 409017416: 2 ulps at 17%
+        # of the row's max). Such an element is "far" only past one ulp of the larger of the two.
+        part = (dx_ref.float() - addend.float()).abs()
+        scale = torch.maximum(dx_ref.float().abs(), part).clamp_min(2.0**-126)
+        far = far & ((dx.float() - dx_ref.float()).abs() > _bf16_ulp_at(scale))
     if bool(far.any()):
         assert float((dx_ref.float().abs()[far] / row_max[far]).max()) <= 2.0**-4
 # float32: element error relative to the row's largest |dx| (dx_i = r * (dh_i - xf_i * c)
@@ -319,7 +332,7 @@ def test_package_add_rms_norm_backward_matches_torch(gen):
     glmnorm.add_rms_norm(h_fwd, d, w)
     d_res, d_delta, dw = glmnorm.add_rms_norm_backward(h_fwd, w, dy, dres)
     assert d_delta is d_res
-    _assert_bf16_dx_close(d_res, rr.grad)
+    _assert_bf16_dx_close(d_res, rr.grad, addend=dres)
     _assert_bf16_dw_close(dw, m.weight.grad)
 
 
