@@ -556,5 +556,147 @@ TEST(SpecialValuesExample, NaNAndInfRowsGiveTheDocumentedE4M3Codes) {
   });
 }
 
+// ---------------------------------------------------------------- several NaNs
+
+// docs/SPEC.md §10: a row holding NaNs of different bits gives every output
+// element the row's NaN (of its values' NaNs, quieted, the largest bit
+// pattern read as an unsigned integer), whatever gamma holds; where
+// AddRmsNorm's residual and delta are both NaN, the sum is the residual's
+// NaN; in a row without NaN, a NaN h (inf * 0) wins over a NaN gamma. Before
+// this rule, which NaN survived depended on GCC's operand order.
+
+// Quiet NaNs in dtype t: kSmall is positive with a low payload bit, kNeg is
+// negative, kBig is positive with the top payload bit (beats kSmall).
+enum class NaNKind { kSmall, kNeg, kBig };
+uint32_t NaNBits(DType t, NaNKind k) {
+  switch (t) {
+    case DType::kBF16: return k == NaNKind::kSmall ? 0x7FC1 : k == NaNKind::kNeg ? 0xFFC0 : 0x7FE0;
+    case DType::kF16: return k == NaNKind::kSmall ? 0x7E01 : k == NaNKind::kNeg ? 0xFE00 : 0x7F00;
+    default:
+      return k == NaNKind::kSmall ? 0x7FC00001u : k == NaNKind::kNeg ? 0xFFC00000u : 0x7FE00000u;
+  }
+}
+void SetBits(Buffer& b, size_t i, uint32_t bits) {
+  std::memcpy(static_cast<uint8_t*>(b.data()) + i * SizeOf(b.dtype), &bits, SizeOf(b.dtype));
+}
+uint32_t GetBits(const Buffer& b, size_t i) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, static_cast<const uint8_t*>(b.data()) + i * SizeOf(b.dtype),
+              SizeOf(b.dtype));
+  return bits;
+}
+
+// (the other NaN, the winner) pairs; each is tried in both orders in a row.
+struct NaNPair {
+  NaNKind loser, winner;
+};
+constexpr NaNPair kNaNPairs[] = {{NaNKind::kSmall, NaNKind::kNeg},
+                                 {NaNKind::kSmall, NaNKind::kBig}};
+
+TEST(SeveralNaNs, EveryTargetGivesTheRowNaN) {
+  // 5 rows (gamma is widened once per call from 4 rows), 37 wide: whole and
+  // partial vectors on every target; the NaNs sit in different vectors.
+  constexpr int64_t kR = 5, kW = 37;
+  int64_t checked = 0;
+  test::ForEachTarget([&](const char* target) {
+    for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (Rounding rounding : {Rounding::kCastThenScale, Rounding::kSingle}) {
+        for (const NaNPair& p : kNaNPairs) {
+          for (bool swap : {false, true}) {
+            SCOPED_TRACE(std::string(target) + " " + std::string(Name(t)) +
+                         (rounding == Rounding::kSingle ? " single" : " cast-then-scale") +
+                         (swap ? " swapped" : ""));
+            const uint32_t lo = NaNBits(t, p.loser), hi = NaNBits(t, p.winner);
+            const uint32_t first = swap ? hi : lo, second = swap ? lo : hi;
+            Rng rng(7);
+            Buffer x(t, kR * kW), g(t, kW), y(t, kR * kW);
+            Fill(x, rng, 1.0);
+            Fill(g, rng, 0.3, 1.0);
+            SetBits(x, kW + 3, first);
+            SetBits(x, kW + 20, second);
+            SetBits(g, 10, NaNBits(t, NaNKind::kSmall));  // gamma's NaN does not enter row 1
+            x.Set(3 * kW + 10, kInf);  // row 3: inf * 0 meets gamma's NaN: h's NaN wins
+            NormOptions opt;
+            opt.rounding = rounding;
+            const auto xv = Contiguous<const void*>(x.data(), t, {kR, kW});
+            const auto gv = Contiguous<const void*>(g.data(), t, {kW});
+            RmsNorm(xv, gv, Contiguous<void*>(y.data(), t, {kR, kW}), opt);
+            for (int64_t i = 0; i < kW; ++i) ASSERT_EQ(GetBits(y, kW + i), hi) << "y lane " << i;
+            EXPECT_EQ(GetBits(y, 3 * kW + 10), NaNBits(t, NaNKind::kNeg))
+                << "inf * 0 against a NaN gamma";
+
+            // AddRmsNorm: lane 3 holds NaNs in both inputs (the residual's
+            // wins), lane 20 one in delta; the row's NaN is the larger.
+            Buffer res(t, kR * kW), delta(t, kR * kW), y2(t, kR * kW);
+            Fill(res, rng, 1.0);
+            Fill(delta, rng, 0.5);
+            SetBits(res, kW + 3, first);
+            SetBits(delta, kW + 3, second);
+            SetBits(delta, kW + 20, second);
+            AddNormOptions aopt;
+            aopt.rounding = rounding;
+            for (bool rounded : {true, false}) {
+              aopt.normalize_rounded_sum = rounded;
+              Buffer r = res;
+              AddRmsNorm(Contiguous<void*>(r.data(), t, {kR, kW}),
+                         Contiguous<const void*>(delta.data(), t, {kR, kW}), gv,
+                         Contiguous<void*>(y2.data(), t, {kR, kW}), aopt);
+              EXPECT_EQ(GetBits(r, kW + 3), first) << "residual, rounded " << rounded;
+              EXPECT_EQ(GetBits(r, kW + 20), second) << "residual, rounded " << rounded;
+              for (int64_t i = 0; i < kW; ++i) {
+                ASSERT_EQ(GetBits(y2, kW + i), hi) << "add y lane " << i << ", rounded " << rounded;
+              }
+            }
+
+            // Quantised: e4m3 keeps the NaN's sign (0x7F or 0xFF); a row of
+            // NaN has no finite value, so its dynamic scale is 1.
+            std::vector<uint8_t> q(kR * kW, 0xAA);
+            std::vector<float> scales(kR, -1.0f);
+            QuantOptions qo;
+            qo.scaling = QuantScaling::kDynamicPerToken;
+            qo.scales = Contiguous<void*>(scales.data(), DType::kF32, {kR});
+            RmsNormQuant(xv, gv, Contiguous<void*>(q.data(), DType::kF8E4M3, {kR, kW}), qo, opt);
+            const uint8_t code = p.winner == NaNKind::kNeg ? 0xFF : 0x7F;
+            for (int64_t i = 0; i < kW; ++i) ASSERT_EQ(q[kW + i], code) << "quant lane " << i;
+            EXPECT_EQ(scales[1], 1.0f);
+
+            // QkNorm, with and without RoPE (NaN in a cos entry too): head 1
+            // of token 1 holds both NaNs.
+            const QkHeads h{2, 1, 1, 16};
+            const int64_t width = 64;
+            Buffer in(t, kR * width), out(t, kR * width);
+            Fill(in, rng, 1.0);
+            SetBits(in, width + 16 + 2, first);
+            SetBits(in, width + 16 + 9, second);
+            Buffer qg(t, 16), kg(t, 16);
+            Fill(qg, rng, 0.3, 1.0);
+            Fill(kg, rng, 0.3, 1.0);
+            std::vector<float> cs(kR * 5, 0.6f), sn(kR * 5, 0.8f);
+            cs[5 + 2] = std::numeric_limits<float>::quiet_NaN();
+            for (bool rope_on : {false, true}) {
+              Rope rope;
+              if (rope_on) {
+                rope.rotary_dim = 10;
+                rope.cos = Contiguous<const void*>(cs.data(), DType::kF32, {kR, 5});
+                rope.sin = Contiguous<const void*>(sn.data(), DType::kF32, {kR, 5});
+              }
+              QkNorm(Contiguous<const void*>(in.data(), t, {kR, width}),
+                     Contiguous<void*>(out.data(), t, {kR, width}), h,
+                     Contiguous<const void*>(qg.data(), t, {16}),
+                     Contiguous<const void*>(kg.data(), t, {16}), opt, rope);
+              for (int64_t i = 0; i < 16; ++i) {
+                ASSERT_EQ(GetBits(out, width + 16 + i), hi) << "qk lane " << i << " rope " << rope_on;
+              }
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+  });
+  std::printf("SeveralNaNs: %lld cases\n", static_cast<long long>(checked));
+  EXPECT_GT(checked, 0);
+}
+
 }  // namespace
 }  // namespace glmnorm

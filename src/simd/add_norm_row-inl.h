@@ -22,6 +22,14 @@ HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {
 
+// residual + delta, with one NaN where both are NaN: the residual's, quieted
+// (docs/SPEC.md §10). A plain add keeps its first operand's NaN on x86, and
+// the compiler may swap the operands of an add.
+template <class V>
+HWY_INLINE V AddResidual(V residual, V delta) {
+  return hn::Add(residual, hn::IfThenZeroElse(hn::IsNaN(residual), delta));
+}
+
 // Rows [row_begin, row_end) of a fused add + norm: residual <- R(residual +
 // delta), then y from the rounded (or float32) sum. kQuant: 0 stores y as O,
 // 1 quantises it to int8, 2 to e4m3 (job.quant). Job is AddRmsNormJob or
@@ -90,7 +98,7 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
       // the second pass. The same values as the general path below, fewer
       // instructions.
       const auto sum_store = [=](auto dd, size_t i) {
-        const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
+        const auto s = AddResidual(LoadF32(dd, res + i), LoadF32(dd, del + i));
         StoreF32AsWith(dd, s, res + i, native_bf16);
         if constexpr (std::is_same_v<R, float>) {
           return s;
@@ -99,7 +107,7 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
         }
       };
       const auto sum_store_partial = [=](auto dd, size_t i, size_t n) {
-        const auto s = hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
+        const auto s = AddResidual(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
         StoreF32AsPartial(dd, s, res + i, n);
         return LoadF32Partial(dd, res + i, n);
       };
@@ -110,12 +118,9 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
       const auto h_load_partial = [=](auto dd, size_t i, size_t n) {
         return LoadF32Partial(dd, res + i, n);
       };
-      // RowInverseRms, with the rescaling path reading the stored sum.
+      // RowInverseRms, with the rescaling and NaN paths reading the stored sum.
       const float sum_sq = CanonicalSumOfSquares(d, width, sum_store, sum_store_partial);
-      const InvRms inv =
-          HWY_UNLIKELY(NeedsRescale(sum_sq, width, job.p.eps))
-              ? RescaledInverseRms(d, width, sum_sq, job.p.eps, h_load, h_load_partial)
-              : InvRms{InverseRms(sum_sq, width, job.p.eps), 1.0f, std::isfinite(sum_sq)};
+      const InvRms inv = InvRmsFromSum(d, width, job.p.eps, sum_sq, h_load, h_load_partial);
       finish_row(row, inv, h_load, h_load_partial, [&](auto) { return h_load; },
                  h_load_partial);
       continue;
@@ -124,10 +129,10 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
     // and delta, and the second stores residual = R(sum) on the way.
     // The values the norm reads (no side effects).
     const auto load = [=](auto dd, size_t i) {
-      return hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
+      return AddResidual(LoadF32(dd, res + i), LoadF32(dd, del + i));
     };
     const auto load_partial = [=](auto dd, size_t i, size_t n) {
-      return hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
+      return AddResidual(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
     };
     // The same values, storing residual = R(s) on the way (y, which may be
     // delta, is stored after this, at the same index). kMayBeNaN as in
@@ -136,13 +141,13 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
       constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
       return [=](auto dd, size_t i) {
         prefetch_ahead(i);
-        const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
+        const auto s = AddResidual(LoadF32(dd, res + i), LoadF32(dd, del + i));
         StoreF32AsWith<kMayBeNaN>(dd, s, res + i, native_bf16);
         return s;
       };
     };
     const auto store_load_partial = [=](auto dd, size_t i, size_t n) {
-      const auto s = hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
+      const auto s = AddResidual(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
       StoreF32AsPartial(dd, s, res + i, n);
       return s;
     };

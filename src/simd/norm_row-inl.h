@@ -15,6 +15,7 @@
 #define GLMNORM_SRC_NORM_ROW_INL_H_
 #endif
 
+#include <cmath>
 #include <type_traits>
 
 #include "core/job.h"
@@ -59,17 +60,34 @@ HWY_INLINE void ForEachNormVectorSpan(D d, size_t begin, size_t end, InvRms inv,
   const bool has_prescale = inv.prescale != 1.0f;
   const auto voff = hn::Set(d, weight_offset);
   const bool has_offset = weight_offset != 0.0f;
+  // A row holding NaN has r = its NaN (RowNaN, reduction-inl.h), which every
+  // y of the row gets, whatever x and gamma hold (docs/SPEC.md §10): x * r
+  // and g * h would keep one NaN operand or the other depending on the
+  // compiler's operand order. Elsewhere a NaN h (inf * 0) wins over a NaN
+  // gamma, for the same reason.
+  const bool nan_row = kMayBeNaN && std::isnan(inv.r);
   const auto value = [&](hn::Vec<D> xv, hn::Vec<D> g) {
+    if constexpr (kMayBeNaN) {
+      if (HWY_UNLIKELY(nan_row)) {
+        if constexpr (kCastThenScale) {
+          return RoundTo<T, true>(d, vr);
+        } else {
+          return vr;
+        }
+      }
+    }
     // The offset is added only when non-zero, so a -0 gamma keeps its sign.
     if (has_offset) g = hn::Add(g, voff);
     if constexpr (kMayBeNaN) {
       if (has_prescale) xv = hn::Mul(xv, vpre);
     }
-    const auto h = hn::Mul(xv, vr);
-    if constexpr (kCastThenScale) {
-      return hn::Mul(g, RoundTo<T, kMayBeNaN>(d, h));
+    auto h = hn::Mul(xv, vr);
+    if constexpr (kCastThenScale) h = RoundTo<T, kMayBeNaN>(d, h);
+    const auto y = kCastThenScale ? hn::Mul(g, h) : hn::Mul(h, g);
+    if constexpr (kMayBeNaN) {
+      return hn::IfThenElse(hn::IsNaN(h), h, y);
     } else {
-      return hn::Mul(h, g);
+      return y;
     }
   };
   size_t i = begin;

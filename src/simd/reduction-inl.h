@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "hwy/highway.h"
 #include "simd/convert-inl.h"
@@ -165,15 +167,53 @@ HWY_NOINLINE InvRms RescaledInverseRms(D d, size_t width, float sum_sq, float ep
           true};
 }
 
-// InverseRms of a row, with the rescaling fallback.
+// The NaN of a row that holds NaN (docs/SPEC.md §10): of the row's float32
+// values that are NaN, each quieted, the one with the largest bit pattern
+// read as an unsigned integer (a negative NaN before a positive one, then
+// the larger payload). The row's sum of squares is NaN too, but which of its
+// NaNs survives a float add depends on the operand order the compiler chose
+// (x86 keeps the first operand's); this does not.
+template <class D, class Load, class LoadPartial>
+HWY_NOINLINE float RowNaN(D d, size_t width, const Load& load, const LoadPartial& load_partial) {
+  const hn::RebindToUnsigned<D> du;
+  constexpr size_t N = hn::MaxLanes(d);
+  const auto quiet = hn::Set(du, 0x00400000u);
+  auto best = hn::Zero(du);
+  const auto scan = [&](hn::Vec<D> x) {
+    const auto bits = hn::Or(hn::BitCast(du, x), quiet);
+    best = hn::Max(best, hn::IfThenElseZero(hn::RebindMask(du, hn::IsNaN(x)), bits));
+  };
+  size_t i = 0;
+  for (; i + N <= width; i += N) scan(load(d, i));
+  if (i < width) scan(load_partial(d, i, width - i));
+  HWY_ALIGN uint32_t lanes[N];
+  hn::Store(best, du, lanes);
+  uint32_t bits = 0;
+  for (size_t k = 0; k < N; ++k) bits = std::max(bits, lanes[k]);
+  float nan;
+  std::memcpy(&nan, &bits, sizeof nan);
+  return nan;
+}
+
+// 1/rms of a row from its canonical sum of squares, with the rescaling
+// fallback. A row holding NaN gets r = its RowNaN, which
+// ForEachNormVectorSpan then gives to every output element of the row.
+template <class D, class Load, class LoadPartial>
+HWY_INLINE InvRms InvRmsFromSum(D d, size_t width, float eps, float sum_sq, const Load& load,
+                                const LoadPartial& load_partial) {
+  if (HWY_UNLIKELY(NeedsRescale(sum_sq, width, eps))) {
+    return RescaledInverseRms(d, width, sum_sq, eps, load, load_partial);
+  }
+  if (HWY_UNLIKELY(std::isnan(sum_sq))) return {RowNaN(d, width, load, load_partial), 1.0f, false};
+  return {InverseRms(sum_sq, width, eps), 1.0f, std::isfinite(sum_sq)};
+}
+
+// InverseRms of a row, with the rescaling fallback and the row-NaN rule.
 template <class D, class Load, class LoadPartial>
 HWY_INLINE InvRms RowInverseRms(D d, size_t width, float eps, const Load& load,
                                 const LoadPartial& load_partial) {
   const float sum_sq = CanonicalSumOfSquares(d, width, load, load_partial);
-  if (HWY_UNLIKELY(NeedsRescale(sum_sq, width, eps))) {
-    return RescaledInverseRms(d, width, sum_sq, eps, load, load_partial);
-  }
-  return {InverseRms(sum_sq, width, eps), 1.0f, std::isfinite(sum_sq)};
+  return InvRmsFromSum(d, width, eps, sum_sq, load, load_partial);
 }
 
 }  // namespace HWY_NAMESPACE

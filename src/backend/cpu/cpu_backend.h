@@ -30,6 +30,12 @@ Split ChooseSplit(const Execution& execution, const JobSize& size);
 // of each destination line. Smaller outputs stay cached for the next op.
 constexpr int64_t kStreamMinBytes = int64_t{4} << 20;
 
+// How far ahead of its reads a kernel prefetches when it reads rows from
+// cache after reducing them (rms_norm rows, qk_norm heads): a read of memory
+// stays in flight. 4 KiB covers one memory latency of work (docs/PERFORMANCE.md,
+// "Prefetch distance for narrow rows").
+constexpr int64_t kPrefetchBytes = 4096;
+
 // Scratch memory of at least `bytes` (backend::Scratch): a per-thread,
 // per-slot arena that grows when a call needs more than any call before it
 // on that thread and is never freed, so a thread allocates only until it has

@@ -5,9 +5,11 @@
 #define HWY_TARGET_INCLUDE "ops/qk_norm/qk_norm_cpu.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cpu/cpu_backend.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "ops/qk_norm/qk_norm_job.h"
@@ -19,8 +21,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {
-
-constexpr size_t kPrefetchBytes = 4096;
 
 template <typename T, typename W, typename O, bool kCastThenScale>
 void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
@@ -60,7 +60,7 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
       // read of memory in flight, 4 KiB ahead (rms_norm_cpu.cc does the same
       // by rows). Heads and tokens are read in address order.
       const auto load = [x](auto dd, size_t i) {
-        hwy::Prefetch(reinterpret_cast<const char*>(x + i) + kPrefetchBytes);
+        hwy::Prefetch(reinterpret_cast<const char*>(x + i) + cpu::kPrefetchBytes);
         return LoadF32(dd, x + i);
       };
       const auto load_partial = [x](auto dd, size_t i, size_t n) {
@@ -68,7 +68,9 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
       };
       const InvRms inv = next;
       if (head + 1 < heads) next = inv_of(head + 1);
-      if (rotary_dim == 0) {
+      // A head holding NaN is its NaN throughout (docs/SPEC.md §10): not
+      // rotated, so that NaNs in cos or sin cannot meet it.
+      if (rotary_dim == 0 || HWY_UNLIKELY(std::isnan(inv.r))) {
         const bool gamma_finite = head < job.num_q_heads ? q_gamma_finite : k_gamma_finite;
         WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
           constexpr bool kMayBeNaN = decltype(may_be_nan)::value;

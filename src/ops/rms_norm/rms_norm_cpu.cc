@@ -74,9 +74,8 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   // How far ahead to prefetch: row + 2 for wide rows; narrow rows (heads of
   // 128: 256 bytes) take as many rows as cover kPrefetchBytes, since two of
   // them ahead is less than one memory latency of work.
-  constexpr int64_t kPrefetchBytes = 4096;
   const int64_t prefetch_rows =
-      std::max<int64_t>(2, kPrefetchBytes / std::max<int64_t>(1, job.p.width * sizeof(T)));
+      std::max<int64_t>(2, cpu::kPrefetchBytes / std::max<int64_t>(1, job.p.width * sizeof(T)));
   InvRms next = row_begin < row_end ? inv_of(row_begin) : InvRms{};
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
