@@ -5,6 +5,7 @@
 #define HWY_TARGET_INCLUDE "ops/qk_norm/qk_norm_cpu.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -17,6 +18,7 @@
 #include "simd/norm_row-inl.h"
 #include "simd/reduction-inl.h"
 #include "simd/rope-inl.h"
+#include "simd/row_batch-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
@@ -33,6 +35,14 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
   // Non-finite gammas send every head to the NaN-safe path.
   const bool q_gamma_finite = job.num_q_heads == 0 || AllFinite(d, q_gamma, width);
   const bool k_gamma_finite = job.num_k_heads == 0 || AllFinite(d, k_gamma, width);
+  // How far ahead of each read the normalising pass prefetches: 4 KiB, or
+  // the whole next batch when heads are reduced 16 at once (a batch reads
+  // its heads in one burst; f32 heads of 128 are 8 KiB).
+  size_t prefetch_bytes = cpu::kPrefetchBytes;
+#if GLMNORM_HAVE_ROW_BATCH
+  const bool batched = RowBatchFits(width) && heads >= 8;
+  if (batched) prefetch_bytes = std::max(prefetch_bytes, kRowBatch * width * sizeof(T));
+#endif
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* in_row = static_cast<const T*>(job.in) + row * job.in_row_stride;
     O* out_row = static_cast<O*>(job.out) + row * job.out_row_stride;
@@ -51,23 +61,21 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
           d, width, job.p.eps, [x](auto dd, size_t i) { return LoadF32(dd, x + i); },
           [x](auto dd, size_t i, size_t n) { return LoadF32Partial(dd, x + i, n); });
     };
-    InvRms next = heads > 0 ? inv_of(0) : InvRms{};
-    for (int64_t head = 0; head < heads; ++head) {
+    // Head `head` given its 1/rms: normalised (and rotated) into out_row.
+    const auto finish = [&](int64_t head, const InvRms& inv) {
       const W* gamma = head < job.num_q_heads ? q_gamma : k_gamma;
       const T* x = in_row + head * static_cast<int64_t>(width);
       O* y = out_row + head * static_cast<int64_t>(width);
       // The heads of 128 are read from cache after their reduction: keep a
-      // read of memory in flight, 4 KiB ahead (rms_norm_cpu.cc does the same
-      // by rows). Heads and tokens are read in address order.
-      const auto load = [x](auto dd, size_t i) {
-        hwy::Prefetch(reinterpret_cast<const char*>(x + i) + cpu::kPrefetchBytes);
+      // read of memory in flight, prefetch_bytes ahead (rms_norm_cpu.cc does
+      // the same by rows). Heads and tokens are read in address order.
+      const auto load = [x, prefetch_bytes](auto dd, size_t i) {
+        hwy::Prefetch(reinterpret_cast<const char*>(x + i) + prefetch_bytes);
         return LoadF32(dd, x + i);
       };
       const auto load_partial = [x](auto dd, size_t i, size_t n) {
         return LoadF32Partial(dd, x + i, n);
       };
-      const InvRms inv = next;
-      if (head + 1 < heads) next = inv_of(head + 1);
       // A head holding NaN is its NaN throughout (docs/SPEC.md §10): not
       // rotated, so that NaNs in cos or sin cannot meet it.
       if (rotary_dim == 0 || HWY_UNLIKELY(std::isnan(inv.r))) {
@@ -78,7 +86,7 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
               d, 0, width, inv, gamma, job.p.weight_offset, load, load_partial,
               StoreSink<O, kMayBeNaN>{y});
         });
-        continue;
+        return;
       }
       // The rotated dims pair by pair, from the normalised values computed
       // one vector at a time (the same operations as a whole-row pass); the
@@ -98,6 +106,29 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
             d, rotary_dim, width, inv, gamma, job.p.weight_offset, load, load_partial,
             StoreSink<O, kMayBeNaN>{y});
       });
+    };
+#if GLMNORM_HAVE_ROW_BATCH
+    // Heads of 128 (several per token): 1/rms of 16 heads at once
+    // (row_batch-inl.h). Same bits.
+    if (batched) {
+      for (int64_t base = 0; base < heads; base += kRowBatch) {
+        const size_t n = static_cast<size_t>(std::min<int64_t>(kRowBatch, heads - base));
+        const T* rows[kRowBatch];
+        for (size_t j = 0; j < n; ++j) {
+          rows[j] = in_row + (base + static_cast<int64_t>(j)) * static_cast<int64_t>(width);
+        }
+        InvRms inv[kRowBatch];
+        InvRmsOfRows(width, job.p.eps, rows, n, inv);
+        for (size_t j = 0; j < n; ++j) finish(base + static_cast<int64_t>(j), inv[j]);
+      }
+      continue;
+    }
+#endif
+    InvRms next = heads > 0 ? inv_of(0) : InvRms{};
+    for (int64_t head = 0; head < heads; ++head) {
+      const InvRms inv = next;
+      if (head + 1 < heads) next = inv_of(head + 1);
+      finish(head, inv);
     }
   }
 }

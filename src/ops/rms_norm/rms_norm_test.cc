@@ -214,6 +214,55 @@ TEST(RmsNorm, SameBitsOnEveryTarget) {
   }
 }
 
+// Narrow rows (widths of whole 64-lane chunks up to 512, GLM-4.5's heads of
+// 128) in calls of 8 rows or more: the AVX3 target reduces 16 rows at once
+// (simd/row_batch-inl.h), the others row by row. Same y and rstd bits on
+// every target, with rows that leave the batch for the per-row rules (zero,
+// NaN, inf, tiny and huge rows) at different places in a batch.
+TEST(RmsNorm, NarrowRowsInBatchesSameBitsOnEveryTarget) {
+  test::Seed();
+  for (const Combo& c : AllCombos()) {
+    for (int64_t width : {64, 128, 192, 512}) {
+      const int64_t rows = 37;  // two batches of 16 and a short one
+      Buffer x(c.x, rows * width), g(c.w, width);
+      test::FillRandom(x);
+      test::FillGamma(g);
+      const auto row_set = [&](int64_t row, double v) {
+        for (int64_t i = 0; i < width; ++i) x.Set(row * width + i, v * (1.0 + 0.01 * double(i)));
+      };
+      row_set(0, 0.0);
+      x.Set(5 * width + 7, std::numeric_limits<double>::quiet_NaN());
+      x.Set(15 * width + width - 1, std::numeric_limits<double>::infinity());
+      row_set(16, 1e-30);  // squares underflow: the rescaling path
+      row_set(21, 1e30);   // squares overflow (f16: inf)
+      row_set(33, 1e-20);
+      NormOptions opt;
+      opt.rounding = c.rounding;
+      std::vector<uint8_t> first;
+      std::string first_target;
+      test::ForEachTarget([&](const char* target) {
+        Buffer y(c.y, rows * width);
+        std::vector<float> rstd(rows, -1.0f);
+        RmsNormWithRstd(Contiguous<const void*>(x.data(), c.x, {rows, width}),
+                        Contiguous<const void*>(g.data(), c.w, {width}),
+                        Contiguous<void*>(y.data(), c.y, {rows, width}),
+                        Contiguous<void*>(rstd.data(), DType::kF32, {rows}), opt);
+        std::vector<uint8_t> bits(static_cast<const uint8_t*>(y.data()),
+                                  static_cast<const uint8_t*>(y.data()) + y.size * SizeOf(c.y));
+        const auto* rb = reinterpret_cast<const uint8_t*>(rstd.data());
+        bits.insert(bits.end(), rb, rb + rows * sizeof(float));
+        if (first.empty()) {
+          first = bits;
+          first_target = target;
+        } else {
+          EXPECT_EQ(first, bits) << Describe(c, width, target) << " differs from "
+                                 << first_target;
+        }
+      });
+    }
+  }
+}
+
 // Outputs of 4 MiB and more take the streaming stores (cpu_backend.h): same
 // bits on every target (16-bit stores on SSE4 once faulted there: Highway
 // 1.0.3 streams 8-byte vectors as 16 bytes).

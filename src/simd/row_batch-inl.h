@@ -1,0 +1,131 @@
+// 1/rms of up to 16 narrow rows at once (GLM-4.5's heads of 128), on the
+// AVX3 target; compiled once per SIMD target like reduction-inl.h, and empty
+// on the others (GLMNORM_HAVE_ROW_BATCH 0: they reduce row by row).
+//
+// Why: a head of 128 bf16 values is 8 vectors of work, and the tail of its
+// reduction (a 16-lane tree, a divide, a square root, a divide, the checks)
+// cost about as much again, mostly as latency the row loop waits on. Here the
+// last four levels of 16 trees share one shuffle network (30 shuffles and 15
+// adds for 16 rows) and one vector of divides and square roots gives 16
+// values of r.
+//
+// Same bits as RowInverseRms row by row: for a width of c * 64 (c <= 8, one
+// canonical block) the canonical sum of docs/ACCURACY.md is, per vector k of
+// the 64 virtual lanes, S_k = x[k]^2 + x[64 + k]^2 + ... in that order, then
+// (S_0 + S_2) + (S_1 + S_3), then lanes l + (l + 8), l + (l + 4), l + (l + 2),
+// l + (l + 1): the network below adds exactly those pairs. Rows whose sum is
+// not a normal float32 at least 2^-96 (NaN, inf, zero, tiny: the rescaling
+// and NaN rules) take InvRmsFromSum with the same sum, as a row alone does.
+
+#if defined(GLMNORM_SRC_SIMD_ROW_BATCH_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GLMNORM_SRC_SIMD_ROW_BATCH_INL_H_
+#undef GLMNORM_SRC_SIMD_ROW_BATCH_INL_H_
+#else
+#define GLMNORM_SRC_SIMD_ROW_BATCH_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "hwy/highway.h"
+#include "simd/convert-inl.h"
+#include "simd/reduction-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glmnorm {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#undef GLMNORM_HAVE_ROW_BATCH  // defined once per target
+#if HWY_TARGET == HWY_AVX3
+#define GLMNORM_HAVE_ROW_BATCH 1
+
+constexpr size_t kRowBatch = 16;
+
+// Whether rows of this width can be reduced in batches (a whole number of
+// 64-lane chunks, one canonical block at most).
+HWY_INLINE bool RowBatchFits(size_t width) {
+  return width > 0 && width % kVirtualLanes == 0 && width <= kVirtualLanes * kBlockChunks;
+}
+
+// inv[j] = RowInverseRms of rows[j] (width values of T each), j < n <= 16.
+// Row slots past n repeat the last row (computed, not used), so a short
+// batch costs a full one: callers batch only when there are several rows.
+template <typename T>
+HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size_t n,
+                             InvRms* inv) {
+  const hn::ScalableTag<float> d;
+  static_assert(hn::MaxLanes(d) == 16, "the network below is for 16 lanes");
+  using V = hn::Vec<decltype(d)>;
+  __m512 u[kRowBatch];
+  for (size_t j = 0; j < kRowBatch; ++j) {
+    const T* x = rows[j < n ? j : n - 1];
+    V s[4];
+    for (size_t k = 0; k < 4; ++k) {
+      const V v = LoadF32(d, x + k * 16);
+      s[k] = hn::Mul(v, v);  // = 0 + v*v: squares are never -0
+    }
+    for (size_t c = kVirtualLanes; c < width; c += kVirtualLanes) {
+      for (size_t k = 0; k < 4; ++k) {
+        const V v = LoadF32(d, x + c + k * 16);
+        s[k] = hn::Add(s[k], hn::Mul(v, v));
+      }
+    }
+    u[j] = hn::Add(hn::Add(s[0], s[2]), hn::Add(s[1], s[3])).raw;
+  }
+  // Lanes l + (l + 8): rows 2p and 2p+1 side by side (8 lanes each).
+  __m512 a[8];
+  for (size_t p = 0; p < 8; ++p) {
+    a[p] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0x44),
+                         _mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0xEE));
+  }
+  // l + (l + 4): block b of b4[q] is row 4q + b (4 lanes).
+  __m512 b4[4];
+  for (size_t q = 0; q < 4; ++q) {
+    b4[q] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * q], a[2 * q + 1], 0x88),
+                          _mm512_shuffle_f32x4(a[2 * q], a[2 * q + 1], 0xDD));
+  }
+  // l + (l + 2): block b of c2[t] is rows 8t + b and 8t + 4 + b (2 lanes each).
+  __m512 c2[2];
+  for (size_t t = 0; t < 2; ++t) {
+    c2[t] = _mm512_add_ps(_mm512_shuffle_ps(b4[2 * t], b4[2 * t + 1], 0x44),
+                          _mm512_shuffle_ps(b4[2 * t], b4[2 * t + 1], 0xEE));
+  }
+  // l + (l + 1): lane 4b + m is row 4m + b.
+  const V sum{_mm512_add_ps(_mm512_shuffle_ps(c2[0], c2[1], 0x88),
+                            _mm512_shuffle_ps(c2[0], c2[1], 0xDD))};
+  // InverseRms in every lane, as float32 like the scalar formula.
+  const V mean = hn::Div(sum, hn::Set(d, static_cast<float>(width)));
+  const V r = hn::Div(hn::Set(d, 1.0f), hn::Sqrt(hn::Add(mean, hn::Set(d, eps))));
+  // Sums at least 2^-96 and finite need no rescaling and hold no NaN.
+  const auto plain = hn::And(hn::Ge(sum, hn::Set(d, 0x1p-96f)),
+                             hn::Lt(sum, hn::Set(d, std::numeric_limits<float>::infinity())));
+  HWY_ALIGN float sums[kRowBatch];
+  HWY_ALIGN float rs[kRowBatch];
+  hn::Store(sum, d, sums);
+  hn::Store(r, d, rs);
+  uint64_t plain_bits = 0;
+  hn::StoreMaskBits(d, plain, reinterpret_cast<uint8_t*>(&plain_bits));
+  for (size_t j = 0; j < n; ++j) {
+    const size_t lane = 4 * (j % 4) + j / 4;
+    if (HWY_LIKELY((plain_bits >> lane) & 1)) {
+      inv[j] = {rs[lane], 1.0f, true};
+    } else {
+      const T* x = rows[j];
+      inv[j] = InvRmsFromSum(
+          d, width, eps, sums[lane], [x](auto dd, size_t i) { return LoadF32(dd, x + i); },
+          [x](auto dd, size_t i, size_t m) { return LoadF32Partial(dd, x + i, m); });
+    }
+  }
+}
+
+#else
+#define GLMNORM_HAVE_ROW_BATCH 0
+#endif
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glmnorm
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
