@@ -561,8 +561,8 @@ TEST(SpecialValuesExample, NaNAndInfRowsGiveTheDocumentedE4M3Codes) {
 // docs/SPEC.md §10: a row holding NaNs of different bits gives every output
 // element the row's NaN (of its values' NaNs, quieted, the largest bit
 // pattern read as an unsigned integer), whatever gamma holds; where
-// AddRmsNorm's residual and delta are both NaN, the sum is the residual's
-// NaN; in a row without NaN, a NaN h (inf * 0) wins over a NaN gamma. Before
+// AddRmsNorm's delta is NaN, the sum is delta's NaN (whatever the residual
+// holds); in a row without NaN, a NaN h (inf * 0) wins over a NaN gamma. Before
 // this rule, which NaN survived depended on GCC's operand order.
 
 // Quiet NaNs in dtype t: kSmall is positive with a low payload bit, kNeg is
@@ -625,14 +625,16 @@ TEST(SeveralNaNs, EveryTargetGivesTheRowNaN) {
             EXPECT_EQ(GetBits(y, 3 * kW + 10), NaNBits(t, NaNKind::kNeg))
                 << "inf * 0 against a NaN gamma";
 
-            // AddRmsNorm: lane 3 holds NaNs in both inputs (the residual's
-            // wins), lane 20 one in delta; the row's NaN is the larger.
+            // AddRmsNorm: lane 3 holds NaNs in both inputs (delta's wins),
+            // lane 20 one in delta, lane 30 one in the residual; the row's
+            // NaN is the larger.
             Buffer res(t, kR * kW), delta(t, kR * kW), y2(t, kR * kW);
             Fill(res, rng, 1.0);
             Fill(delta, rng, 0.5);
             SetBits(res, kW + 3, first);
             SetBits(delta, kW + 3, second);
             SetBits(delta, kW + 20, second);
+            SetBits(res, kW + 30, first);
             AddNormOptions aopt;
             aopt.rounding = rounding;
             for (bool rounded : {true, false}) {
@@ -641,8 +643,9 @@ TEST(SeveralNaNs, EveryTargetGivesTheRowNaN) {
               AddRmsNorm(Contiguous<void*>(r.data(), t, {kR, kW}),
                          Contiguous<const void*>(delta.data(), t, {kR, kW}), gv,
                          Contiguous<void*>(y2.data(), t, {kR, kW}), aopt);
-              EXPECT_EQ(GetBits(r, kW + 3), first) << "residual, rounded " << rounded;
+              EXPECT_EQ(GetBits(r, kW + 3), second) << "residual, rounded " << rounded;
               EXPECT_EQ(GetBits(r, kW + 20), second) << "residual, rounded " << rounded;
+              EXPECT_EQ(GetBits(r, kW + 30), first) << "residual, rounded " << rounded;
               for (int64_t i = 0; i < kW; ++i) {
                 ASSERT_EQ(GetBits(y2, kW + i), hi) << "add y lane " << i << ", rounded " << rounded;
               }

@@ -9,6 +9,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "core/job.h"
@@ -22,12 +23,32 @@ HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {
 
-// residual + delta, with one NaN where both are NaN: the residual's, quieted
-// (docs/SPEC.md §10). A plain add keeps its first operand's NaN on x86, and
-// the compiler may swap the operands of an add.
+// residual + delta where delta's NaN (quieted) wins wherever delta is NaN
+// (docs/SPEC.md §10). A plain add keeps its first operand's NaN on x86 when
+// both are NaN, and the compiler may swap the operands of an add. Only rows
+// that hold NaN need this: finite rows use a plain add, and a row found to
+// hold NaN after its residual was stored is mended by MendDeltaNaNs.
 template <class V>
-HWY_INLINE V AddResidual(V residual, V delta) {
-  return hn::Add(residual, hn::IfThenZeroElse(hn::IsNaN(residual), delta));
+HWY_INLINE V AddResidualNaN(V residual, V delta) {
+  return hn::IfThenElse(hn::IsNaN(delta), hn::Add(delta, delta), hn::Add(residual, delta));
+}
+
+// The stored residual R(residual + delta) of a row holding NaN, made what
+// AddResidualNaN gives: R(delta's NaN, quieted) wherever delta is NaN. The
+// other lanes are stored again unchanged (they are already R-rounded). Runs
+// before anything reads the row again, and before y (which may be delta) is
+// written.
+template <class D, typename R, typename Dl>
+HWY_NOINLINE void MendDeltaNaNs(D d, size_t width, R* HWY_RESTRICT res,
+                                const Dl* HWY_RESTRICT del) {
+  constexpr size_t N = hn::MaxLanes(d);
+  for (size_t i = 0; i < width; i += N) {
+    const size_t n = std::min(N, width - i);
+    const auto dl = LoadF32Partial(d, del + i, n);
+    if (hn::AllFalse(d, hn::IsNaN(dl))) continue;
+    const auto s = hn::IfThenElse(hn::IsNaN(dl), hn::Add(dl, dl), LoadF32Partial(d, res + i, n));
+    StoreF32AsPartial(d, s, res + i, n);
+  }
 }
 
 // Rows [row_begin, row_end) of a fused add + norm: residual <- R(residual +
@@ -98,7 +119,7 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
       // the second pass. The same values as the general path below, fewer
       // instructions.
       const auto sum_store = [=](auto dd, size_t i) {
-        const auto s = AddResidual(LoadF32(dd, res + i), LoadF32(dd, del + i));
+        const auto s = hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
         StoreF32AsWith(dd, s, res + i, native_bf16);
         if constexpr (std::is_same_v<R, float>) {
           return s;
@@ -107,7 +128,7 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
         }
       };
       const auto sum_store_partial = [=](auto dd, size_t i, size_t n) {
-        const auto s = AddResidual(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
+        const auto s = hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
         StoreF32AsPartial(dd, s, res + i, n);
         return LoadF32Partial(dd, res + i, n);
       };
@@ -120,6 +141,7 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
       };
       // RowInverseRms, with the rescaling and NaN paths reading the stored sum.
       const float sum_sq = CanonicalSumOfSquares(d, width, sum_store, sum_store_partial);
+      if (HWY_UNLIKELY(std::isnan(sum_sq))) MendDeltaNaNs(d, width, res, del);
       const InvRms inv = InvRmsFromSum(d, width, job.p.eps, sum_sq, h_load, h_load_partial);
       finish_row(row, inv, h_load, h_load_partial, [&](auto) { return h_load; },
                  h_load_partial);
@@ -129,10 +151,18 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
     // and delta, and the second stores residual = R(sum) on the way.
     // The values the norm reads (no side effects).
     const auto load = [=](auto dd, size_t i) {
-      return AddResidual(LoadF32(dd, res + i), LoadF32(dd, del + i));
+      return hn::Add(LoadF32(dd, res + i), LoadF32(dd, del + i));
     };
     const auto load_partial = [=](auto dd, size_t i, size_t n) {
-      return AddResidual(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
+      return hn::Add(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
+    };
+    // The same with the NaN rule, for the paths that only rows holding NaN
+    // or inf take (the row's NaN, the rescaling).
+    const auto nan_load = [=](auto dd, size_t i) {
+      return AddResidualNaN(LoadF32(dd, res + i), LoadF32(dd, del + i));
+    };
+    const auto nan_load_partial = [=](auto dd, size_t i, size_t n) {
+      return AddResidualNaN(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
     };
     // The same values, storing residual = R(s) on the way (y, which may be
     // delta, is stored after this, at the same index). kMayBeNaN as in
@@ -141,18 +171,21 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
       constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
       return [=](auto dd, size_t i) {
         prefetch_ahead(i);
-        const auto s = AddResidual(LoadF32(dd, res + i), LoadF32(dd, del + i));
+        const auto r = LoadF32(dd, res + i);
+        const auto dl = LoadF32(dd, del + i);
+        const auto s = kMayBeNaN ? AddResidualNaN(r, dl) : hn::Add(r, dl);
         StoreF32AsWith<kMayBeNaN>(dd, s, res + i, native_bf16);
         return s;
       };
     };
     const auto store_load_partial = [=](auto dd, size_t i, size_t n) {
-      const auto s = AddResidual(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
+      const auto s = AddResidualNaN(LoadF32Partial(dd, res + i, n), LoadF32Partial(dd, del + i, n));
       StoreF32AsPartial(dd, s, res + i, n);
       return s;
     };
-    finish_row(row, RowInverseRms(d, width, job.p.eps, load, load_partial), load, load_partial,
-               make_store_load, store_load_partial);
+    const float sum_sq = CanonicalSumOfSquares(d, width, load, load_partial);
+    finish_row(row, InvRmsFromSum(d, width, job.p.eps, sum_sq, nan_load, nan_load_partial), load,
+               load_partial, make_store_load, store_load_partial);
   }
 }
 
