@@ -1,6 +1,7 @@
-// 1/rms of up to 16 narrow rows at once (GLM-4.5's heads of 128), on the
-// AVX3 target; compiled once per SIMD target like reduction-inl.h, and empty
-// on the others (GLMNORM_HAVE_ROW_BATCH 0: they reduce row by row).
+// The row loop of the norms' reductions (ForEachRowInvRms, at the end), and
+// 1/rms of up to 16 narrow rows at once (GLM-4.5's heads of 128) on the
+// AVX3 target; compiled once per SIMD target like reduction-inl.h (the other
+// targets reduce row by row: GLMNORM_HAVE_ROW_BATCH 0).
 //
 // Why: a head of 128 bf16 values is 8 vectors of work, and the tail of its
 // reduction (a 16-lane tree, a divide, a square root, a divide, the checks)
@@ -24,6 +25,7 @@
 #define GLMNORM_SRC_SIMD_ROW_BATCH_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -37,16 +39,18 @@ namespace glmnorm {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+constexpr size_t kRowBatch = 16;
+
 #undef GLMNORM_HAVE_ROW_BATCH  // defined once per target
 #if HWY_TARGET == HWY_AVX3
 #define GLMNORM_HAVE_ROW_BATCH 1
 
-constexpr size_t kRowBatch = 16;
-
-// Whether rows of this width can be reduced in batches (a whole number of
-// 64-lane chunks, one canonical block at most).
-HWY_INLINE bool RowBatchFits(size_t width) {
-  return width > 0 && width % kVirtualLanes == 0 && width <= kVirtualLanes * kBlockChunks;
+// Whether `rows` rows of this width are reduced in batches: a whole number
+// of 64-lane chunks, one canonical block at most, and enough rows that a
+// batch is not mostly repeats (a short batch costs a full one).
+HWY_INLINE bool RowBatches(size_t width, int64_t rows) {
+  return width > 0 && width % kVirtualLanes == 0 && width <= kVirtualLanes * kBlockChunks &&
+         rows >= 8;
 }
 
 // inv[j] = RowInverseRms of rows[j] (width values of T each), j < n <= 16.
@@ -122,7 +126,43 @@ HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size
 
 #else
 #define GLMNORM_HAVE_ROW_BATCH 0
+HWY_INLINE bool RowBatches(size_t, int64_t) { return false; }
 #endif
+
+// Calls finish(i, inv) for i = begin, ..., end - 1 in order, inv being
+// RowInverseRms of the width values at row(i) (a const T*). The reduction
+// of row i + 1 runs before finish(i): rows never overlap (y may be x), and
+// it fills the wait on row i's square root and divides. Where RowBatches
+// holds, 16 rows are reduced at once instead. Same bits either way.
+template <typename T, class D, class Row, class Finish>
+HWY_INLINE void ForEachRowInvRms(D d, size_t width, float eps, int64_t begin, int64_t end,
+                                 const Row& row, const Finish& finish) {
+#if GLMNORM_HAVE_ROW_BATCH
+  if (RowBatches(width, end - begin)) {
+    for (int64_t base = begin; base < end; base += kRowBatch) {
+      const size_t n = static_cast<size_t>(std::min<int64_t>(kRowBatch, end - base));
+      const T* rows[kRowBatch];
+      for (size_t j = 0; j < n; ++j) rows[j] = row(base + static_cast<int64_t>(j));
+      InvRms inv[kRowBatch];
+      InvRmsOfRows(width, eps, rows, n, inv);
+      for (size_t j = 0; j < n; ++j) finish(base + static_cast<int64_t>(j), inv[j]);
+    }
+    return;
+  }
+#endif
+  const auto inv_of = [&](int64_t i) {
+    const T* x = row(i);
+    return RowInverseRms(
+        d, width, eps, [x](auto dd, size_t k) { return LoadF32(dd, x + k); },
+        [x](auto dd, size_t k, size_t n) { return LoadF32Partial(dd, x + k, n); });
+  };
+  InvRms next = begin < end ? inv_of(begin) : InvRms{};
+  for (int64_t i = begin; i < end; ++i) {
+    const InvRms inv = next;
+    if (i + 1 < end) next = inv_of(i + 1);
+    finish(i, inv);
+  }
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace glmnorm

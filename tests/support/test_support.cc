@@ -8,6 +8,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <gtest/gtest.h>
+
+#include <utility>
+
 #include "core/cpu_features.h"
 #include "hwy/highway.h"
 #include "hwy/targets.h"
@@ -77,6 +81,31 @@ void ForEachTarget(const std::function<void(const char*)>& fn) {
   }
   SetNativeConversions(native_before);
   hwy::SetSupportedTargetsForTest(0);
+}
+
+std::vector<uint8_t> BytesOf(const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  return std::vector<uint8_t>(b, b + n);
+}
+
+std::vector<uint8_t> ExpectSameBitsOnEveryTarget(
+    const std::string& what, const std::function<std::vector<uint8_t>(const char*)>& run) {
+  std::vector<uint8_t> first;
+  std::string first_target;
+  ForEachTarget([&](const char* target) {
+    std::vector<uint8_t> bytes = run(target);
+    if (first_target.empty()) {
+      first = std::move(bytes);
+      first_target = target;
+      return;
+    }
+    if (bytes == first) return;
+    size_t i = 0;
+    while (i < bytes.size() && i < first.size() && bytes[i] == first[i]) ++i;
+    ADD_FAILURE() << what << ": " << target << " differs from " << first_target << " at byte "
+                  << i << " of " << first.size();
+  });
+  return first;
 }
 
 int64_t UlpDistance(DType dtype, uint32_t a_bits, uint32_t b_bits) {

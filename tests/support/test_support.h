@@ -43,6 +43,16 @@ void FillGamma(Buffer& b);
 // conversion ("AVX3+BF16"). fn gets the target name.
 void ForEachTarget(const std::function<void(const char*)>& fn);
 
+// The n bytes at p, for comparing outputs bit for bit.
+std::vector<uint8_t> BytesOf(const void* p, size_t n);
+
+// Runs `run` once per target (ForEachTarget); it returns the bytes of its
+// outputs. Every target's bytes must equal the first target's: a failure
+// names `what`, both targets and the first differing byte. Returns the
+// first target's bytes.
+std::vector<uint8_t> ExpectSameBitsOnEveryTarget(
+    const std::string& what, const std::function<std::vector<uint8_t>(const char*)>& run);
+
 struct OracleStats {
   int64_t elements = 0;
   int64_t max_ulp = 0;      // against the nearer of the oracle's candidates

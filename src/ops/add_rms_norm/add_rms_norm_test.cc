@@ -205,23 +205,15 @@ TEST(AddRmsNorm, SameBitsOnEveryTarget) {
     for (bool rounded_sum : {true, false}) {
       for (int64_t width : {1, 100, 128, 5120, 5121}) {
         AddCase k(c, 3, width);
-        std::vector<uint8_t> first_y, first_r;
-        std::string first_target;
-        test::ForEachTarget([&](const char* target) {
+        const std::string what = Describe(c, width, "", rounded_sum) + " y, residual";
+        test::ExpectSameBitsOnEveryTarget(what, [&](const char*) {
           Buffer res = k.residual, y(c.y, 3 * width);
           AddRmsNorm(Contiguous<void*>(res.data(), c.r, {3, width}), k.D(), k.G(),
                      Contiguous<void*>(y.data(), c.y, {3, width}), Opts(c, rounded_sum));
-          const auto* yb = static_cast<const uint8_t*>(y.data());
-          const auto* rb = static_cast<const uint8_t*>(res.data());
-          std::vector<uint8_t> ybits(yb, yb + 3 * width * SizeOf(c.y));
-          std::vector<uint8_t> rbits(rb, rb + 3 * width * SizeOf(c.r));
-          if (first_y.empty()) {
-            first_y = ybits, first_r = rbits, first_target = target;
-          } else {
-            EXPECT_EQ(first_y, ybits) << Describe(c, width, target, rounded_sum) << " vs "
-                                      << first_target;
-            EXPECT_EQ(first_r, rbits) << Describe(c, width, target, rounded_sum);
-          }
+          std::vector<uint8_t> bits = test::BytesOf(y.data(), 3 * width * SizeOf(c.y));
+          const std::vector<uint8_t> rb = test::BytesOf(res.data(), 3 * width * SizeOf(c.r));
+          bits.insert(bits.end(), rb.begin(), rb.end());
+          return bits;
         });
       }
     }

@@ -39,10 +39,9 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
   // the whole next batch when heads are reduced 16 at once (a batch reads
   // its heads in one burst; f32 heads of 128 are 8 KiB).
   size_t prefetch_bytes = cpu::kPrefetchBytes;
-#if GLMNORM_HAVE_ROW_BATCH
-  const bool batched = RowBatchFits(width) && heads >= 8;
-  if (batched) prefetch_bytes = std::max(prefetch_bytes, kRowBatch * width * sizeof(T));
-#endif
+  if (RowBatches(width, heads)) {
+    prefetch_bytes = std::max(prefetch_bytes, kRowBatch * width * sizeof(T));
+  }
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* in_row = static_cast<const T*>(job.in) + row * job.in_row_stride;
     O* out_row = static_cast<O*>(job.out) + row * job.out_row_stride;
@@ -52,19 +51,11 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
       cos = job.rope.Cos(row);
       sin = job.rope.Sin(row);
     }
-    // 1/rms of head h+1 is computed before head h is normalised: the two are
-    // independent (heads never overlap), and the next head's reduction then
-    // fills the wait on this head's sqrt and divides. Same operations, same bits.
-    const auto inv_of = [&](int64_t head) {
-      const T* x = in_row + head * static_cast<int64_t>(width);
-      return RowInverseRms(
-          d, width, job.p.eps, [x](auto dd, size_t i) { return LoadF32(dd, x + i); },
-          [x](auto dd, size_t i, size_t n) { return LoadF32Partial(dd, x + i, n); });
-    };
+    const auto head_of = [&](int64_t head) { return in_row + head * static_cast<int64_t>(width); };
     // Head `head` given its 1/rms: normalised (and rotated) into out_row.
     const auto finish = [&](int64_t head, const InvRms& inv) {
       const W* gamma = head < job.num_q_heads ? q_gamma : k_gamma;
-      const T* x = in_row + head * static_cast<int64_t>(width);
+      const T* x = head_of(head);
       O* y = out_row + head * static_cast<int64_t>(width);
       // The heads of 128 are read from cache after their reduction: keep a
       // read of memory in flight, prefetch_bytes ahead (rms_norm_cpu.cc does
@@ -107,29 +98,9 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
             StoreSink<O, kMayBeNaN>{y});
       });
     };
-#if GLMNORM_HAVE_ROW_BATCH
-    // Heads of 128 (several per token): 1/rms of 16 heads at once
-    // (row_batch-inl.h). Same bits.
-    if (batched) {
-      for (int64_t base = 0; base < heads; base += kRowBatch) {
-        const size_t n = static_cast<size_t>(std::min<int64_t>(kRowBatch, heads - base));
-        const T* rows[kRowBatch];
-        for (size_t j = 0; j < n; ++j) {
-          rows[j] = in_row + (base + static_cast<int64_t>(j)) * static_cast<int64_t>(width);
-        }
-        InvRms inv[kRowBatch];
-        InvRmsOfRows(width, job.p.eps, rows, n, inv);
-        for (size_t j = 0; j < n; ++j) finish(base + static_cast<int64_t>(j), inv[j]);
-      }
-      continue;
-    }
-#endif
-    InvRms next = heads > 0 ? inv_of(0) : InvRms{};
-    for (int64_t head = 0; head < heads; ++head) {
-      const InvRms inv = next;
-      if (head + 1 < heads) next = inv_of(head + 1);
-      finish(head, inv);
-    }
+    // 1/rms of head h + 1 before head h is normalised, or of 16 heads of
+    // 128 at once (ForEachRowInvRms, row_batch-inl.h). Same bits.
+    ForEachRowInvRms<T>(d, width, job.p.eps, 0, heads, head_of, finish);
   }
 }
 

@@ -62,15 +62,8 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   const bool gamma_finite =
       !FastPathNeedsFiniteGamma<T, O>(d) || AllFinite(d, gamma, width);
   const bool stream = job.size.rows * job.p.width * int64_t{sizeof(O)} >= cpu::kStreamMinBytes;
-  // 1/rms of row r+1 is computed before row r is normalised: rows never
-  // overlap (y may be x itself), and the next row's reduction then fills the
-  // wait on this row's sqrt and divides, which matters for narrow rows such
-  // as heads of 128. Same operations, same bits.
-  const auto inv_of = [&](int64_t row) {
-    const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
-    return RowInverseRms(
-        d, width, job.p.eps, [x](auto dd, size_t i) { return LoadF32(dd, x + i); },
-        [x](auto dd, size_t i, size_t n) { return LoadF32Partial(dd, x + i, n); });
+  const auto x_of = [&](int64_t row) {
+    return static_cast<const T*>(job.x) + job.x_rows.Offset(row);
   };
   // How far ahead to prefetch: row + 2 for wide rows; narrow rows (heads of
   // 128: 256 bytes) take as many rows as cover kPrefetchBytes, since two of
@@ -79,14 +72,13 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
       std::max<int64_t>(2, cpu::kPrefetchBytes / std::max<int64_t>(1, job.p.width * sizeof(T)));
   // Row `row` given its 1/rms: y from x, prefetching ahead.
   const auto normalize = [&](int64_t row, const InvRms& inv) {
-    const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
+    const T* x = x_of(row);
     O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
     // This row is normalised from cache, with no read of memory in flight
     // unless we make one: prefetching row + 2, the next row the reduction
     // will read, keeps the read stream going (issue 16: 0.40 -> 0.59 of a
     // copy at 4096x5120 bf16). A line already requested costs nothing more.
-    const T* ahead = static_cast<const T*>(job.x) +
-                     job.x_rows.Offset(std::min(row + prefetch_rows, row_end - 1));
+    const T* ahead = x_of(std::min(row + prefetch_rows, row_end - 1));
     const auto load = [x, ahead](auto dd, size_t i) {
       hwy::Prefetch(ahead + i);
       return LoadF32(dd, x + i);
@@ -100,34 +92,15 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
           d, width, inv, gamma, job.p.weight_offset, y, stream, load, load_partial);
     });
   };
-#if GLMNORM_HAVE_ROW_BATCH
-  // Several narrow rows (heads of 128): 1/rms of 16 rows at once
-  // (row_batch-inl.h), then the 16 rows normalised. Same bits.
-  if (RowBatchFits(width) && row_end - row_begin >= 8) {
-    // A batch reads its 16 rows in one burst: prefetch the whole next batch
-    // during this one's normalising (f32 heads of 128: 8 KiB; 4 KiB ahead
-    // left its second half to wait on memory, 1.15-1.4x slower).
+  // 1/rms row by row, the next row's ahead of this one's normalising, or of
+  // 16 narrow rows at once (ForEachRowInvRms, row_batch-inl.h). A batch
+  // reads its 16 rows in one burst: prefetch the whole next batch during
+  // this one's normalising (f32 heads of 128: 8 KiB; 4 KiB ahead left its
+  // second half to wait on memory, 1.15-1.4x slower).
+  if (RowBatches(width, row_end - row_begin)) {
     prefetch_rows = std::max<int64_t>(prefetch_rows, kRowBatch);
-    for (int64_t base = row_begin; base < row_end; base += kRowBatch) {
-      const size_t n = static_cast<size_t>(std::min<int64_t>(kRowBatch, row_end - base));
-      const T* rows[kRowBatch];
-      for (size_t j = 0; j < n; ++j) {
-        rows[j] = static_cast<const T*>(job.x) + job.x_rows.Offset(base + static_cast<int64_t>(j));
-      }
-      InvRms inv[kRowBatch];
-      InvRmsOfRows(width, job.p.eps, rows, n, inv);
-      for (size_t j = 0; j < n; ++j) normalize(base + static_cast<int64_t>(j), inv[j]);
-    }
-    if (stream) hwy::FlushStream();
-    return;
   }
-#endif
-  InvRms next = row_begin < row_end ? inv_of(row_begin) : InvRms{};
-  for (int64_t row = row_begin; row < row_end; ++row) {
-    const InvRms inv = next;
-    if (row + 1 < row_end) next = inv_of(row + 1);
-    normalize(row, inv);
-  }
+  ForEachRowInvRms<T>(d, width, job.p.eps, row_begin, row_end, x_of, normalize);
   if (stream) hwy::FlushStream();
 }
 

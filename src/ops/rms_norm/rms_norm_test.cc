@@ -193,22 +193,12 @@ TEST(RmsNorm, SameBitsOnEveryTarget) {
       test::FillGamma(g);
       NormOptions opt;
       opt.rounding = c.rounding;
-      std::vector<uint8_t> first;
-      std::string first_target;
-      test::ForEachTarget([&](const char* target) {
+      test::ExpectSameBitsOnEveryTarget(Describe(c, width, ""), [&](const char*) {
         Buffer y(c.y, rows * width);
         RmsNorm(Contiguous<const void*>(x.data(), c.x, {rows, width}),
                 Contiguous<const void*>(g.data(), c.w, {width}),
                 Contiguous<void*>(y.data(), c.y, {rows, width}), opt);
-        std::vector<uint8_t> bits(static_cast<const uint8_t*>(y.data()),
-                                  static_cast<const uint8_t*>(y.data()) + rows * width * SizeOf(c.y));
-        if (first.empty()) {
-          first = bits;
-          first_target = target;
-        } else {
-          EXPECT_EQ(first, bits) << Describe(c, width, target) << " differs from "
-                                 << first_target;
-        }
+        return test::BytesOf(y.data(), rows * width * SizeOf(c.y));
       });
     }
   }
@@ -238,26 +228,17 @@ TEST(RmsNorm, NarrowRowsInBatchesSameBitsOnEveryTarget) {
       row_set(33, 1e-20);
       NormOptions opt;
       opt.rounding = c.rounding;
-      std::vector<uint8_t> first;
-      std::string first_target;
-      test::ForEachTarget([&](const char* target) {
+      test::ExpectSameBitsOnEveryTarget(Describe(c, width, "") + " y, rstd", [&](const char*) {
         Buffer y(c.y, rows * width);
         std::vector<float> rstd(rows, -1.0f);
         RmsNormWithRstd(Contiguous<const void*>(x.data(), c.x, {rows, width}),
                         Contiguous<const void*>(g.data(), c.w, {width}),
                         Contiguous<void*>(y.data(), c.y, {rows, width}),
                         Contiguous<void*>(rstd.data(), DType::kF32, {rows}), opt);
-        std::vector<uint8_t> bits(static_cast<const uint8_t*>(y.data()),
-                                  static_cast<const uint8_t*>(y.data()) + y.size * SizeOf(c.y));
-        const auto* rb = reinterpret_cast<const uint8_t*>(rstd.data());
-        bits.insert(bits.end(), rb, rb + rows * sizeof(float));
-        if (first.empty()) {
-          first = bits;
-          first_target = target;
-        } else {
-          EXPECT_EQ(first, bits) << Describe(c, width, target) << " differs from "
-                                 << first_target;
-        }
+        std::vector<uint8_t> bits = test::BytesOf(y.data(), y.size * SizeOf(c.y));
+        const std::vector<uint8_t> rb = test::BytesOf(rstd.data(), rows * sizeof(float));
+        bits.insert(bits.end(), rb.begin(), rb.end());
+        return bits;
       });
     }
   }
@@ -272,29 +253,19 @@ TEST(RmsNorm, StreamedOutputsSameBitsOnEveryTarget) {
     Buffer x(t, rows * width, 1), g(t, width);
     test::FillRandom(x);
     test::FillGamma(g);
-    std::vector<uint8_t> first;
-    std::string first_target;
-    test::ForEachTarget([&](const char* target) {
-      Buffer y(t, rows * width, 3);  // misaligned: the head before the streamed body
-      RmsNorm(Contiguous<const void*>(x.data(), t, {rows, width}),
-              Contiguous<const void*>(g.data(), t, {width}),
-              Contiguous<void*>(y.data(), t, {rows, width}));
-      const auto* p = static_cast<const uint8_t*>(y.data());
-      std::vector<uint8_t> bits(p, p + rows * width * SizeOf(t));
-      if (first.empty()) {
-        first = bits;
-        first_target = target;
-        const test::OracleStats s =
-            test::CompareWithOracle(Contiguous<const void*>(x.data(), t, {rows, width}),
-                                    Contiguous<const void*>(g.data(), t, {width}),
-                                    Contiguous<const void*>(y.data(), t, {rows, width}), {},
-                                    test::UlpLimit(t));
-        EXPECT_EQ(s.over_limit, 0) << Name(t) << " " << target << ": " << s.first_failure;
-      } else {
-        EXPECT_TRUE(first == bits) << Name(t) << " " << target << " differs from "
-                                   << first_target;
-      }
-    });
+    const std::vector<uint8_t> first =
+        test::ExpectSameBitsOnEveryTarget(std::string(Name(t)), [&](const char*) {
+          Buffer y(t, rows * width, 3);  // misaligned: the head before the streamed body
+          RmsNorm(Contiguous<const void*>(x.data(), t, {rows, width}),
+                  Contiguous<const void*>(g.data(), t, {width}),
+                  Contiguous<void*>(y.data(), t, {rows, width}));
+          return test::BytesOf(y.data(), rows * width * SizeOf(t));
+        });
+    const test::OracleStats s = test::CompareWithOracle(
+        Contiguous<const void*>(x.data(), t, {rows, width}),
+        Contiguous<const void*>(g.data(), t, {width}),
+        Contiguous<const void*>(first.data(), t, {rows, width}), {}, test::UlpLimit(t));
+    EXPECT_EQ(s.over_limit, 0) << Name(t) << ": " << s.first_failure;
   }
 }
 
