@@ -26,14 +26,30 @@ namespace HWY_NAMESPACE {
 // (_CMP_NEQ_OQ, false for NaN) on AVX2/AVX-512 but unordered on SSE4, and x86
 // Min/Max return their second operand when either is NaN.
 
-// int8: saturate(RNE(t)) to [-128, 127]; NaN gives 0.
+// RNE(t) as int32, for |t| < 2^31 or lanes the caller overwrites (NaN).
+// Why: on AVX-512 one VCVTPS2DQ with embedded round-to-nearest-even does
+// it. Highway 1.0.3's Round then ConvertTo costs six instructions (a
+// rounding, a truncating conversion and four that fix overflowed lanes), and
+// the quantisers are bound by the two 512-bit ALU ports (docs/PERFORMANCE.md).
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> RoundToInt32(D d, hn::Vec<D> t) {
+#if HWY_TARGET == HWY_AVX3 && HWY_ARCH_X86_64
+  if constexpr (hn::MaxLanes(d) == 16) {
+    return hn::Vec<hn::RebindToSigned<D>>{
+        _mm512_cvt_roundps_epi32(t.raw, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+  }
+#endif
+  return hn::ConvertTo(hn::RebindToSigned<D>(), hn::Round(t));
+}
+
+// int8: saturate(RNE(t)) to [-128, 127]; NaN gives 0. Clamping before
+// rounding gives the same codes (the bounds are integers) and keeps t in
+// RoundToInt32's range.
 template <class D>
 HWY_INLINE hn::Vec<hn::RebindToSigned<D>> QuantizeI8(D d, hn::Vec<D> t) {
   const hn::RebindToSigned<D> di;
-  auto r = hn::Round(t);
-  r = hn::Min(hn::Max(r, hn::Set(d, -128.0f)), hn::Set(d, 127.0f));
-  r = hn::IfThenElse(hn::IsNaN(t), hn::Zero(d), r);
-  return hn::ConvertTo(di, r);
+  const auto clamped = hn::Min(hn::Max(t, hn::Set(d, -128.0f)), hn::Set(d, 127.0f));
+  return hn::IfThenZeroElse(hn::RebindMask(di, hn::IsNaN(t)), RoundToInt32(d, clamped));
 }
 
 // OCP e4m3fn bits (in the low byte of each lane): saturating to +-448, RNE,
@@ -54,8 +70,7 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> QuantizeE4M3(D d, hn::Vec<D> t) {
       hn::And(hn::Add(hn::Add(au, hn::Set(du, 0x7FFFFu)), lsb), hn::Set(du, 0xFFF00000u));
   const auto enc_normal = hn::Sub(hn::ShiftRight<20>(rounded), hn::Set(du, 960u));
   // Subnormal range: the encoding is RNE(a * 2^9) (8 = the smallest normal).
-  const auto enc_sub =
-      hn::BitCast(du, hn::ConvertTo(di, hn::Round(hn::Mul(a, hn::Set(d, 512.0f)))));
+  const auto enc_sub = hn::BitCast(du, RoundToInt32(d, hn::Mul(a, hn::Set(d, 512.0f))));
   auto enc = hn::IfThenElse(hn::RebindMask(du, hn::Lt(a, hn::Set(d, 0x1p-6f))), enc_sub,
                             enc_normal);
   enc = hn::IfThenElse(hn::RebindMask(du, is_nan), hn::Set(du, 0x7Fu), enc);
