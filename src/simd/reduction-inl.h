@@ -51,24 +51,30 @@ HWY_INLINE float TreeSumOfLanes(D d, hn::Vec<D> v) {
 #endif
 }
 
-// The canonical sum (docs/ACCURACY.md) of the float32
-// terms of a row: term(d, i) returns the terms i .. i+Lanes-1, and
-// term_partial(d, i, n) the n terms from i with zeros after them. Each index
-// is visited exactly once, in increasing order, so a term functor may have
-// side effects (the norm backward accumulates dgamma there).
-template <class D, class Term, class TermPartial>
-HWY_INLINE float CanonicalSum(D d, size_t width, const Term& term,
-                              const TermPartial& term_partial) {
+// The canonical sum (docs/ACCURACY.md) in steps, so that a row loop can add
+// one block of a row at a time between other work (ForEachRowInSpans,
+// row_batch-inl.h): Block() for each whole block from the row's start, then
+// Finish() for the rest. CanonicalSum below is exactly these steps.
+// term(d, i) returns the terms i .. i+Lanes-1, term_partial(d, i, n) the n
+// terms from i with zeros after them; each index is visited once, in
+// increasing order.
+template <class D>
+struct CanonicalSumSteps {
   using V = hn::Vec<D>;
-  constexpr size_t N = hn::MaxLanes(d);
+  static constexpr size_t N = hn::MaxLanes(D());
   static_assert(kVirtualLanes % N == 0, "vector wider than the virtual lanes");
-  constexpr size_t K = kVirtualLanes / N;
-  constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
+  static constexpr size_t K = kVirtualLanes / N;
+  static constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
   V total[K];
-  V block[K];
-  for (size_t k = 0; k < K; ++k) total[k] = hn::Zero(d);
-  size_t base = 0;
-  for (; base + kBlock <= width; base += kBlock) {
+
+  explicit CanonicalSumSteps(D d) {
+    for (size_t k = 0; k < K; ++k) total[k] = hn::Zero(d);
+  }
+
+  // The whole block of kBlock terms at `base`.
+  template <class Term>
+  HWY_INLINE void Block(D d, size_t base, const Term& term) {
+    V block[K];
     for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
     for (size_t c = 0; c < kBlockChunks; ++c) {
       for (size_t k = 0; k < K; ++k) {
@@ -77,22 +83,43 @@ HWY_INLINE float CanonicalSum(D d, size_t width, const Term& term,
     }
     for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
   }
-  if (base < width) {
-    for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
-    for (; base + kVirtualLanes <= width; base += kVirtualLanes) {
-      for (size_t k = 0; k < K; ++k) block[k] = hn::Add(block[k], term(d, base + k * N));
+
+  // The terms from `base` (where the whole blocks end) to `width`, then the
+  // tree over the lanes: the sum.
+  template <class Term, class TermPartial>
+  HWY_INLINE float Finish(D d, size_t base, size_t width, const Term& term,
+                          const TermPartial& term_partial) {
+    if (base < width) {
+      V block[K];
+      for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
+      for (; base + kVirtualLanes <= width; base += kVirtualLanes) {
+        for (size_t k = 0; k < K; ++k) block[k] = hn::Add(block[k], term(d, base + k * N));
+      }
+      for (size_t k = 0; k < K && base + k * N < width; ++k) {
+        const size_t i = base + k * N;
+        const V v = i + N <= width ? term(d, i) : term_partial(d, i, width - i);
+        block[k] = hn::Add(block[k], v);
+      }
+      for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
     }
-    for (size_t k = 0; k < K && base + k * N < width; ++k) {
-      const size_t i = base + k * N;
-      const V v = i + N <= width ? term(d, i) : term_partial(d, i, width - i);
-      block[k] = hn::Add(block[k], v);
+    for (size_t half = K / 2; half >= 1; half /= 2) {
+      for (size_t k = 0; k < half; ++k) total[k] = hn::Add(total[k], total[k + half]);
     }
-    for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
+    return TreeSumOfLanes(d, total[0]);
   }
-  for (size_t half = K / 2; half >= 1; half /= 2) {
-    for (size_t k = 0; k < half; ++k) total[k] = hn::Add(total[k], total[k + half]);
-  }
-  return TreeSumOfLanes(d, total[0]);
+};
+
+// The canonical sum (docs/ACCURACY.md) of the float32 terms of a row, as in
+// CanonicalSumSteps. Each index is visited exactly once, in increasing
+// order, so a term functor may have side effects (the norm backward
+// accumulates dgamma there).
+template <class D, class Term, class TermPartial>
+HWY_INLINE float CanonicalSum(D d, size_t width, const Term& term,
+                              const TermPartial& term_partial) {
+  CanonicalSumSteps<D> sum(d);
+  size_t base = 0;
+  for (; base + sum.kBlock <= width; base += sum.kBlock) sum.Block(d, base, term);
+  return sum.Finish(d, base, width, term, term_partial);
 }
 
 // Canonical sum of squares of a row of `width` values. `load(d, i)` returns

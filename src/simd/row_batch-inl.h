@@ -164,6 +164,62 @@ HWY_INLINE void ForEachRowInvRms(D d, size_t width, float eps, int64_t begin, in
   }
 }
 
+// Whether ForEachRowInSpans serves rows of this width: two canonical blocks
+// or more (rms_norm's hidden rows of 4096 and 5120), where a row is long
+// enough that reading the next one in a burst of its own leaves the memory
+// idle while this one is written.
+HWY_INLINE bool RowsInSpans(size_t width) {
+  return width >= 2 * kVirtualLanes * kBlockChunks;
+}
+
+// The row loop of ForEachRowInvRms for wide rows, with the reduction of row
+// i + 1 run block by block between the spans of row i's normalising:
+// normalize(i, inv, begin, end) handles values [begin, end) of row i, for
+// consecutive spans that cover the row (begin 0 first, end width last).
+// Each block of the next row is read while a block of this one is written,
+// so the read stream never stops (issue 16: one burst per row left memory
+// idle while the row was normalised from cache). Same sums, in the same
+// order, as RowInverseRms (CanonicalSumSteps); rows never overlap (y may be
+// x). Called for any width, it is correct; RowsInSpans says where it pays.
+template <typename T, class D, class Row, class Normalize>
+HWY_INLINE void ForEachRowInSpans(D d, size_t width, float eps, int64_t begin, int64_t end,
+                                  const Row& row, const Normalize& normalize) {
+  constexpr size_t kBlock = CanonicalSumSteps<D>::kBlock;
+  const auto inv_from = [&](const T* x, auto&& sum_steps) {
+    const auto load = [x](auto dd, size_t k) { return LoadF32(dd, x + k); };
+    const auto load_partial = [x](auto dd, size_t k, size_t n) {
+      return LoadF32Partial(dd, x + k, n);
+    };
+    const auto square = [&](auto dd, size_t k) {
+      const auto v = load(dd, k);
+      return hn::Mul(v, v);
+    };
+    const auto square_partial = [&](auto dd, size_t k, size_t n) {
+      const auto v = load_partial(dd, k, n);
+      return hn::Mul(v, v);
+    };
+    return InvRmsFromSum(d, width, eps, sum_steps(square, square_partial), load, load_partial);
+  };
+  if (begin >= end) return;
+  InvRms inv = inv_from(row(begin), [&](const auto& square, const auto& square_partial) {
+    return CanonicalSum(d, width, square, square_partial);
+  });
+  for (int64_t i = begin; i + 1 < end; ++i) {
+    InvRms next = inv_from(row(i + 1), [&](const auto& square, const auto& square_partial) {
+      CanonicalSumSteps<D> sum(d);
+      size_t base = 0;
+      for (; base + kBlock <= width; base += kBlock) {
+        sum.Block(d, base, square);
+        normalize(i, inv, base, base + kBlock);
+      }
+      if (base < width) normalize(i, inv, base, width);
+      return sum.Finish(d, base, width, square, square_partial);
+    });
+    inv = next;
+  }
+  normalize(end - 1, inv, size_t{0}, width);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace glmnorm
 HWY_AFTER_NAMESPACE();

@@ -22,33 +22,39 @@ HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {
 
-// The second pass of a row: y = Scale((x * prescale) * r, gamma + offset)
-// (norm_row-inl.h), stored as O. With `stream`, the aligned middle of the
-// row uses streaming stores. kMayBeNaN as in ForEachNormVectorSpan.
+// Values [begin, end) of a row's second pass: y = Scale((x * prescale) * r,
+// gamma + offset) (norm_row-inl.h), stored as O. With `stream`, whole
+// vectors at aligned addresses use streaming stores and the row's unaligned
+// head and partial last vector plain ones; a span boundary inside the row
+// moves forward by the head, so that every span but the first starts
+// aligned (the spans of one row still cover it, once each). kMayBeNaN as in
+// ForEachNormVectorSpan.
 template <typename T, typename W, typename O, bool kCastThenScale, bool kMayBeNaN, class D,
           class Load, class LoadPartial>
-HWY_INLINE void NormalizeRow(D d, size_t width, InvRms inv, const W* HWY_RESTRICT gamma,
-                             float weight_offset, O* y, bool stream, const Load& load,
-                             const LoadPartial& load_partial) {
+HWY_INLINE void NormalizeSpan(D d, size_t width, size_t begin, size_t end, InvRms inv,
+                              const W* HWY_RESTRICT gamma, float weight_offset, O* y,
+                              bool stream, const Load& load, const LoadPartial& load_partial) {
   const StoreSink<O, kMayBeNaN, false> store{y};
+  const auto span = [&](size_t from, size_t to, const auto& sink) {
+    if (from < to) {
+      ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, from, to, inv, gamma,
+                                                             weight_offset, load,
+                                                             load_partial, sink);
+    }
+  };
   if (!stream) {
-    ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, 0, width, inv, gamma,
-                                                           weight_offset, load, load_partial,
-                                                           store);
+    span(begin, end, store);
     return;
   }
   constexpr size_t kVecBytes = hn::MaxLanes(d) * sizeof(O);
   const size_t misalign = reinterpret_cast<uintptr_t>(y) % kVecBytes;
   const size_t head = std::min(width, misalign ? (kVecBytes - misalign) / sizeof(O) : 0);
   const size_t body_end = head + (width - head) / hn::MaxLanes(d) * hn::MaxLanes(d);
-  ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, 0, head, inv, gamma, weight_offset,
-                                                         load, load_partial, store);
-  ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
-      d, head, body_end, inv, gamma, weight_offset, load, load_partial,
-      StoreSink<O, kMayBeNaN, true>{y});
-  ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, body_end, width, inv, gamma,
-                                                         weight_offset, load, load_partial,
-                                                         store);
+  const size_t from = begin == 0 ? 0 : std::min(width, begin + head);
+  const size_t to = end == width ? width : std::min(width, end + head);
+  span(from, std::min(to, head), store);
+  span(std::max(from, head), std::min(to, body_end), StoreSink<O, kMayBeNaN, true>{y});
+  span(std::max(from, body_end), to, store);
 }
 
 // Rows [row_begin, row_end) with gamma already of type W (the job's, or
@@ -70,8 +76,9 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   // them ahead is less than one memory latency of work.
   int64_t prefetch_rows =
       std::max<int64_t>(2, cpu::kPrefetchBytes / std::max<int64_t>(1, job.p.width * sizeof(T)));
-  // Row `row` given its 1/rms: y from x, prefetching ahead.
-  const auto normalize = [&](int64_t row, const InvRms& inv) {
+  // Values [begin, end) of row `row` given its 1/rms: y from x, prefetching
+  // ahead.
+  const auto normalize_span = [&](int64_t row, const InvRms& inv, size_t begin, size_t end) {
     const T* x = x_of(row);
     O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
     // This row is normalised from cache, with no read of memory in flight
@@ -86,11 +93,15 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
     const auto load_partial = [x](auto dd, size_t i, size_t n) {
       return LoadF32Partial(dd, x + i, n);
     };
-    if (job.rstd != nullptr) job.rstd[row * job.rstd_stride] = inv.r * inv.prescale;
+    if (begin == 0 && job.rstd != nullptr) job.rstd[row * job.rstd_stride] = inv.r * inv.prescale;
     WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
-      NormalizeRow<T, W, O, kCastThenScale, decltype(may_be_nan)::value>(
-          d, width, inv, gamma, job.p.weight_offset, y, stream, load, load_partial);
+      NormalizeSpan<T, W, O, kCastThenScale, decltype(may_be_nan)::value>(
+          d, width, begin, end, inv, gamma, job.p.weight_offset, y, stream, load,
+          load_partial);
     });
+  };
+  const auto normalize = [&](int64_t row, const InvRms& inv) {
+    normalize_span(row, inv, 0, width);
   };
   // 1/rms row by row, the next row's ahead of this one's normalising, or of
   // 16 narrow rows at once (ForEachRowInvRms, row_batch-inl.h). A batch
@@ -100,7 +111,13 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   if (RowBatches(width, row_end - row_begin)) {
     prefetch_rows = std::max<int64_t>(prefetch_rows, kRowBatch);
   }
-  ForEachRowInvRms<T>(d, width, job.p.eps, row_begin, row_end, x_of, normalize);
+  // Wide rows: the next row's reduction block by block between this row's
+  // spans (ForEachRowInSpans). Same bits either way.
+  if (RowsInSpans(width) && !RowBatches(width, row_end - row_begin)) {
+    ForEachRowInSpans<T>(d, width, job.p.eps, row_begin, row_end, x_of, normalize_span);
+  } else {
+    ForEachRowInvRms<T>(d, width, job.p.eps, row_begin, row_end, x_of, normalize);
+  }
   if (stream) hwy::FlushStream();
 }
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
@@ -355,6 +357,62 @@ TEST(RmsNorm, SpecialValues) {
           EXPECT_EQ(stats.over_limit, 0) << target << " " << row.name << " " << Name(t)
                                          << " width " << width << ": " << stats.first_failure;
         }
+      }
+    }
+  });
+}
+
+// Wide rows reduce the next row block by block between this row's spans
+// (ForEachRowInSpans, row_batch-inl.h): special rows (NaN, inf, zeros, rows
+// that need rescaling) in the middle and at both ends of a call take the
+// same paths as a row alone, on every target, in place too.
+TEST(RmsNorm, SpecialRowsAmongWideRows) {
+  const float kMax = std::numeric_limits<float>::max();
+  const float kInf = std::numeric_limits<float>::infinity();
+  const float kNan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::function<float(int64_t)>> special = {
+      [&](int64_t i) { return i == 700 ? kNan : 1.0f; },
+      [&](int64_t i) { return i == 1030 ? -kInf : 0.5f; },
+      [](int64_t) { return 0.0f; },
+      [&](int64_t i) { return (i % 2 ? -0.9f : 0.7f) * kMax; },
+      [](int64_t i) { return 1e-30f * float(i % 3 - 1); },
+  };
+  test::ForEachTarget([&](const char* target) {
+    for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (int64_t width : {1024, 1100, 5121}) {
+        const int64_t rows = 2 * static_cast<int64_t>(special.size()) + 3;
+        Buffer x(t, rows * width, 1), g(t, width), y(t, rows * width, 3), one(t, width),
+            y_one(t, width);
+        test::FillRandom(x);
+        test::FillGamma(g);
+        // Special rows first, in the middle (odd rows) and last.
+        for (size_t k = 0; k < special.size(); ++k) {
+          const int64_t r = k == 0 ? 0 : k + 1 == special.size() ? rows - 1 : 2 * k + 1;
+          for (int64_t i = 0; i < width; ++i) x.Set(r * width + i, special[k](i));
+        }
+        NormOptions opt;
+        opt.eps = 0.0f;  // the tiny row then needs the rescaling path
+        const auto xv = Contiguous<const void*>(x.data(), t, {rows, width});
+        const auto gv = Contiguous<const void*>(g.data(), t, {width});
+        RmsNorm(xv, gv, Contiguous<void*>(y.data(), t, {rows, width}), opt);
+        const std::string what = std::string(target) + " " + std::string(Name(t)) +
+                                 " width " + std::to_string(width);
+        const auto stats = test::CompareWithOracle(
+            xv, gv, Contiguous<const void*>(y.data(), t, {rows, width}), opt,
+            test::UlpLimit(t));
+        EXPECT_EQ(stats.over_limit, 0) << what << ": " << stats.first_failure;
+        const size_t bytes = width * SizeOf(t);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::memcpy(one.data(), static_cast<const char*>(x.data()) + r * bytes, bytes);
+          RmsNorm(Contiguous<const void*>(one.data(), t, {1, width}), gv,
+                  Contiguous<void*>(y_one.data(), t, {1, width}), opt);
+          EXPECT_EQ(0, std::memcmp(y_one.data(),
+                                   static_cast<const char*>(y.data()) + r * bytes, bytes))
+              << what << " row " << r;
+        }
+        // In place: the same bits.
+        RmsNorm(xv, gv, Contiguous<void*>(x.data(), t, {rows, width}), opt);
+        EXPECT_EQ(0, std::memcmp(x.data(), y.data(), rows * bytes)) << what << " in place";
       }
     }
   });
