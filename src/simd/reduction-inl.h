@@ -122,22 +122,23 @@ HWY_INLINE float CanonicalSum(D d, size_t width, const Term& term,
   return sum.Finish(d, base, width, term, term_partial);
 }
 
+// The terms of a sum of squares: Squares(load)(d, i) is load(d, i)^2, and
+// Squares(load_partial)(d, i, n) the same for a partial load.
+template <class Load>
+HWY_INLINE auto Squares(const Load& load) {
+  return [&load](auto d, size_t i, auto... n) {
+    const auto v = load(d, i, n...);
+    return hn::Mul(v, v);
+  };
+}
+
 // Canonical sum of squares of a row of `width` values. `load(d, i)` returns
 // the float32 values i .. i+Lanes-1 of the row; `load_partial(d, i, n)` the n
 // values from i with zeros after them. Each index is loaded exactly once.
 template <class D, class Load, class LoadPartial>
 HWY_INLINE float CanonicalSumOfSquares(D d, size_t width, const Load& load,
                                        const LoadPartial& load_partial) {
-  return CanonicalSum(
-      d, width,
-      [&](D dd, size_t i) {
-        const auto v = load(dd, i);
-        return hn::Mul(v, v);
-      },
-      [&](D dd, size_t i, size_t n) {
-        const auto v = load_partial(dd, i, n);
-        return hn::Mul(v, v);
-      });
+  return CanonicalSum(d, width, Squares(load), Squares(load_partial));
 }
 
 // r = 1 / sqrt(sum / width + eps), float32 like the reference.

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "hwy/highway.h"
 #include "simd/convert-inl.h"
@@ -184,38 +185,26 @@ HWY_INLINE bool RowsInSpans(size_t width) {
 template <typename T, class D, class Row, class Normalize>
 HWY_INLINE void ForEachRowInSpans(D d, size_t width, float eps, int64_t begin, int64_t end,
                                   const Row& row, const Normalize& normalize) {
-  constexpr size_t kBlock = CanonicalSumSteps<D>::kBlock;
-  const auto inv_from = [&](const T* x, auto&& sum_steps) {
-    const auto load = [x](auto dd, size_t k) { return LoadF32(dd, x + k); };
-    const auto load_partial = [x](auto dd, size_t k, size_t n) {
-      return LoadF32Partial(dd, x + k, n);
-    };
-    const auto square = [&](auto dd, size_t k) {
-      const auto v = load(dd, k);
-      return hn::Mul(v, v);
-    };
-    const auto square_partial = [&](auto dd, size_t k, size_t n) {
-      const auto v = load_partial(dd, k, n);
-      return hn::Mul(v, v);
-    };
-    return InvRmsFromSum(d, width, eps, sum_steps(square, square_partial), load, load_partial);
-  };
   if (begin >= end) return;
-  InvRms inv = inv_from(row(begin), [&](const auto& square, const auto& square_partial) {
-    return CanonicalSum(d, width, square, square_partial);
-  });
+  const auto loads = [](const T* x) {
+    return std::make_pair([x](auto dd, size_t k) { return LoadF32(dd, x + k); },
+                          [x](auto dd, size_t k, size_t n) {
+                            return LoadF32Partial(dd, x + k, n);
+                          });
+  };
+  const auto [load0, load0_partial] = loads(row(begin));
+  InvRms inv = RowInverseRms(d, width, eps, load0, load0_partial);
   for (int64_t i = begin; i + 1 < end; ++i) {
-    InvRms next = inv_from(row(i + 1), [&](const auto& square, const auto& square_partial) {
-      CanonicalSumSteps<D> sum(d);
-      size_t base = 0;
-      for (; base + kBlock <= width; base += kBlock) {
-        sum.Block(d, base, square);
-        normalize(i, inv, base, base + kBlock);
-      }
-      if (base < width) normalize(i, inv, base, width);
-      return sum.Finish(d, base, width, square, square_partial);
-    });
-    inv = next;
+    const auto [load, load_partial] = loads(row(i + 1));
+    CanonicalSumSteps<D> sum(d);
+    size_t base = 0;
+    for (; base + sum.kBlock <= width; base += sum.kBlock) {
+      sum.Block(d, base, Squares(load));
+      normalize(i, inv, base, base + sum.kBlock);
+    }
+    if (base < width) normalize(i, inv, base, width);
+    const float sum_sq = sum.Finish(d, base, width, Squares(load), Squares(load_partial));
+    inv = InvRmsFromSum(d, width, eps, sum_sq, load, load_partial);
   }
   normalize(end - 1, inv, size_t{0}, width);
 }

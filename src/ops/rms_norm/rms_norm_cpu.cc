@@ -108,12 +108,11 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   // reads its 16 rows in one burst: prefetch the whole next batch during
   // this one's normalising (f32 heads of 128: 8 KiB; 4 KiB ahead left its
   // second half to wait on memory, 1.15-1.4x slower).
-  if (RowBatches(width, row_end - row_begin)) {
-    prefetch_rows = std::max<int64_t>(prefetch_rows, kRowBatch);
-  }
+  const bool batches = RowBatches(width, row_end - row_begin);
+  if (batches) prefetch_rows = std::max<int64_t>(prefetch_rows, kRowBatch);
   // Wide rows: the next row's reduction block by block between this row's
   // spans (ForEachRowInSpans). Same bits either way.
-  if (RowsInSpans(width) && !RowBatches(width, row_end - row_begin)) {
+  if (RowsInSpans(width) && !batches) {
     ForEachRowInSpans<T>(d, width, job.p.eps, row_begin, row_end, x_of, normalize_span);
   } else {
     ForEachRowInvRms<T>(d, width, job.p.eps, row_begin, row_end, x_of, normalize);
