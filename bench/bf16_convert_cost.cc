@@ -34,6 +34,12 @@ constexpr long kIterations = 100000000;
        " %%zmm0, %%zmm1, %%zmm6\n" insn " %%zmm0, %%zmm1, %%zmm7\n" insn                    \
        " %%zmm0, %%zmm1, %%zmm8\n" insn " %%zmm0, %%zmm1, %%zmm9\n"
 
+// The same for one-source instructions: insn src, dst.
+#define GLMNORM_X8_1(insn, src)                                                            \
+  insn " %%" src ", %%zmm2\n" insn " %%" src ", %%zmm3\n" insn " %%" src ", %%zmm4\n"       \
+  insn " %%" src ", %%zmm5\n" insn " %%" src ", %%zmm6\n" insn " %%" src ", %%zmm7\n"       \
+  insn " %%" src ", %%zmm8\n" insn " %%" src ", %%zmm9\n"
+
 // Seconds for kIterations of `body` (eight instructions).
 #define GLMNORM_TIME(body)                                                                  \
   [] {                                                                                      \
@@ -68,6 +74,16 @@ int main() {
       {"vpandd zmm", best(GLMNORM_TIME(GLMNORM_X8("vpandd")))},
       {"vpermw zmm (word permute)", best(GLMNORM_TIME(GLMNORM_X8("vpermw")))},
       {"vpunpcklwd zmm", best(GLMNORM_TIME(GLMNORM_X8("vpunpcklwd")))},
+      // The bf16 load's widening: zero-extend 16 words, then shift them up.
+      {"vpmovzxwd ymm->zmm (16 values)", best(GLMNORM_TIME(GLMNORM_X8_1("vpmovzxwd", "ymm0")))},
+      {"vpslld $16, zmm", best(GLMNORM_TIME(GLMNORM_X8_1("vpslld $16,", "zmm0")))},
+      // The native store's guard: which lanes are subnormal (k1-k7 are not
+      // clobbers the compiler accepts here, and this file never uses them).
+      {"vfpclassps $0x20, zmm -> k", best(GLMNORM_TIME(
+          "vfpclassps $0x20, %%zmm0, %%k1\n vfpclassps $0x20, %%zmm1, %%k2\n"
+          "vfpclassps $0x20, %%zmm0, %%k3\n vfpclassps $0x20, %%zmm1, %%k4\n"
+          "vfpclassps $0x20, %%zmm0, %%k5\n vfpclassps $0x20, %%zmm1, %%k6\n"
+          "vfpclassps $0x20, %%zmm0, %%k7\n vfpclassps $0x20, %%zmm1, %%k1\n"))},
   };
   std::printf("instruction                          cost (VMULPS zmm = 1)\n");
   for (const Row& r : rows) std::printf("%-36s %.2f\n", r.what, r.seconds / mul);
