@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "simd/convert-inl.h"
@@ -51,6 +52,16 @@ HWY_INLINE float TreeSumOfLanes(D d, hn::Vec<D> v) {
 #endif
 }
 
+// The terms of a sum of squares: Squares(load)(d, i) is load(d, i)^2, and
+// Squares(load_partial)(d, i, n) the same for a partial load.
+template <class Load>
+HWY_INLINE auto Squares(const Load& load) {
+  return [&load](auto d, size_t i, auto... n) {
+    const auto v = load(d, i, n...);
+    return hn::Mul(v, v);
+  };
+}
+
 // The canonical sum (docs/ACCURACY.md) in steps, so that a row loop can add
 // one block of a row at a time between other work (ForEachRowInSpans,
 // row_batch-inl.h): Block() for each whole block from the row's start, then
@@ -84,11 +95,68 @@ struct CanonicalSumSteps {
     for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
   }
 
+#if HWY_TARGET == HWY_AVX3
+  // Block(d, base, Squares(load of the bf16 values x)) with 32 values per
+  // load: a 64-byte load gives the even elements as float32 by a shift and
+  // the odd ones by a mask, two instructions where widening 16 values takes
+  // two (vpmovzxwd, vpslld), which bind on CPUs with double-pumped 512-bit
+  // pipes (Zen 4). Each virtual lane gets the same terms in the same order,
+  // held in another register order until Finish: total[0] holds virtual
+  // lanes 0, 2, ..., 30, total[1] 1, 3, ..., 31, total[2] and total[3] the
+  // same from 32. Every block of a sum then goes through here.
+  HWY_INLINE void BlockOfBf16Squares(D d, const hwy::bfloat16_t* x, size_t base) {
+    static_assert(K == 4 && N == 16, "the split is for 16 float32 lanes");
+    const __m512i odd_mask = _mm512_set1_epi32(static_cast<int32_t>(0xFFFF0000u));
+    V block[K];
+    for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
+    for (size_t c = 0; c < kBlockChunks; ++c) {
+      for (size_t half = 0; half < 2; ++half) {
+        const __m512i v = _mm512_loadu_si512(x + base + c * kVirtualLanes + half * 32);
+        const V even{_mm512_castsi512_ps(_mm512_slli_epi32(v, 16))};
+        const V odd{_mm512_castsi512_ps(_mm512_and_si512(v, odd_mask))};
+        block[2 * half] = hn::Add(block[2 * half], hn::Mul(even, even));
+        block[2 * half + 1] = hn::Add(block[2 * half + 1], hn::Mul(odd, odd));
+      }
+    }
+    for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
+    split = true;
+  }
+  bool split = false;
+#endif
+
+  // Block(d, base, Squares(load)) for the values of a row of T at x, the
+  // load being LoadF32: bf16 rows split their loads where the target can.
+  template <typename T>
+  HWY_INLINE void BlockOfSquares(D d, const T* x, size_t base) {
+#if HWY_TARGET == HWY_AVX3
+    if constexpr (std::is_same_v<T, hwy::bfloat16_t> && N == 16) {
+      BlockOfBf16Squares(d, x, base);
+      return;
+    }
+#endif
+    Block(d, base, Squares([x](auto dd, size_t i) { return LoadF32(dd, x + i); }));
+  }
+
   // The terms from `base` (where the whole blocks end) to `width`, then the
   // tree over the lanes: the sum.
   template <class Term, class TermPartial>
   HWY_INLINE float Finish(D d, size_t base, size_t width, const Term& term,
                           const TermPartial& term_partial) {
+#if HWY_TARGET == HWY_AVX3
+    if constexpr (N == 16) {
+      if (split) {  // back to the canonical register order
+        const __m512i lo =
+            _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const __m512i hi =
+            _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        for (size_t k = 0; k < K; k += 2) {
+          const __m512 even = total[k].raw, odd = total[k + 1].raw;
+          total[k] = V{_mm512_permutex2var_ps(even, lo, odd)};
+          total[k + 1] = V{_mm512_permutex2var_ps(even, hi, odd)};
+        }
+      }
+    }
+#endif
     if (base < width) {
       V block[K];
       for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
@@ -120,16 +188,6 @@ HWY_INLINE float CanonicalSum(D d, size_t width, const Term& term,
   size_t base = 0;
   for (; base + sum.kBlock <= width; base += sum.kBlock) sum.Block(d, base, term);
   return sum.Finish(d, base, width, term, term_partial);
-}
-
-// The terms of a sum of squares: Squares(load)(d, i) is load(d, i)^2, and
-// Squares(load_partial)(d, i, n) the same for a partial load.
-template <class Load>
-HWY_INLINE auto Squares(const Load& load) {
-  return [&load](auto d, size_t i, auto... n) {
-    const auto v = load(d, i, n...);
-    return hn::Mul(v, v);
-  };
 }
 
 // Canonical sum of squares of a row of `width` values. `load(d, i)` returns
@@ -241,6 +299,21 @@ template <class D, class Load, class LoadPartial>
 HWY_INLINE InvRms RowInverseRms(D d, size_t width, float eps, const Load& load,
                                 const LoadPartial& load_partial) {
   const float sum_sq = CanonicalSumOfSquares(d, width, load, load_partial);
+  return InvRmsFromSum(d, width, eps, sum_sq, load, load_partial);
+}
+
+// RowInverseRms of the width values of T at x (loaded by LoadF32), whole
+// blocks through CanonicalSumSteps::BlockOfSquares.
+template <class D, typename T>
+HWY_INLINE InvRms RowInverseRmsOf(D d, size_t width, float eps, const T* x) {
+  const auto load = [x](auto dd, size_t i) { return LoadF32(dd, x + i); };
+  const auto load_partial = [x](auto dd, size_t i, size_t n) {
+    return LoadF32Partial(dd, x + i, n);
+  };
+  CanonicalSumSteps<D> sum(d);
+  size_t base = 0;
+  for (; base + sum.kBlock <= width; base += sum.kBlock) sum.BlockOfSquares(d, x, base);
+  const float sum_sq = sum.Finish(d, base, width, Squares(load), Squares(load_partial));
   return InvRmsFromSum(d, width, eps, sum_sq, load, load_partial);
 }
 

@@ -151,12 +151,7 @@ HWY_INLINE void ForEachRowInvRms(D d, size_t width, float eps, int64_t begin, in
     return;
   }
 #endif
-  const auto inv_of = [&](int64_t i) {
-    const T* x = row(i);
-    return RowInverseRms(
-        d, width, eps, [x](auto dd, size_t k) { return LoadF32(dd, x + k); },
-        [x](auto dd, size_t k, size_t n) { return LoadF32Partial(dd, x + k, n); });
-  };
+  const auto inv_of = [&](int64_t i) { return RowInverseRmsOf(d, width, eps, row(i)); };
   InvRms next = begin < end ? inv_of(begin) : InvRms{};
   for (int64_t i = begin; i < end; ++i) {
     const InvRms inv = next;
@@ -192,14 +187,14 @@ HWY_INLINE void ForEachRowInSpans(D d, size_t width, float eps, int64_t begin, i
                             return LoadF32Partial(dd, x + k, n);
                           });
   };
-  const auto [load0, load0_partial] = loads(row(begin));
-  InvRms inv = RowInverseRms(d, width, eps, load0, load0_partial);
+  InvRms inv = RowInverseRmsOf(d, width, eps, row(begin));
   for (int64_t i = begin; i + 1 < end; ++i) {
-    const auto [load, load_partial] = loads(row(i + 1));
+    const T* next = row(i + 1);
+    const auto [load, load_partial] = loads(next);
     CanonicalSumSteps<D> sum(d);
     size_t base = 0;
     for (; base + sum.kBlock <= width; base += sum.kBlock) {
-      sum.Block(d, base, Squares(load));
+      sum.BlockOfSquares(d, next, base);
       normalize(i, inv, base, base + sum.kBlock);
     }
     if (base < width) normalize(i, inv, base, width);
