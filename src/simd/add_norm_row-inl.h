@@ -66,6 +66,8 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
   const bool gamma_finite =
       !FastPathNeedsFiniteGamma<R, O>(d) || AllFinite(d, gamma, width);
   const bool native_bf16 = g_native_bf16;  // read once, not after every store
+  const bool pairs = kQuant == 0 && PairsApply<R, W, O, kCastThenScale>(d);
+  (void)pairs;  // read only where the target has the pair loops
   // The forward's 1/rms for a backward pass, when the caller asked for it.
   const auto save_rstd = [&job](int64_t row, const InvRms& inv) {
     if constexpr (requires { job.rstd; }) {
@@ -77,20 +79,31 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
   // Given the row's 1/rms: y stored as O (or quantised) from the values of
   // `load`; make_store_load(kMayBeNaN) and store_load_partial give the same
   // values for the pass that writes y (they may store the residual too).
+  // `h`: where the row's y is normalised from with no side effect (the
+  // stored residual), for the 32-value loop of PairsApply's rows; nullptr
+  // when the loads store too. ahead, ahead2: the next row's residual and
+  // delta, prefetched by that loop (as by the loads).
   const auto finish_row = [&](int64_t row, const InvRms& inv, const auto& load,
                               const auto& load_partial, const auto& make_store_load,
-                              const auto& store_load_partial) {
+                              const auto& store_load_partial, const R* h, const R* ahead,
+                              const R* ahead2) {
     save_rstd(row, inv);
     if constexpr (kQuant == 0) {
       O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
       WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
         constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
+        size_t begin = 0;
+        if (!kMayBeNaN && pairs && h != nullptr) {
+          begin = NormalizePairs<false>(d, 0, width, inv.r, h, gamma, job.p.weight_offset, y,
+                                        ahead, ahead2);
+        }
         ForEachNormVectorSpan<R, W, kCastThenScale, kMayBeNaN>(
-            d, 0, width, inv, gamma, job.p.weight_offset, make_store_load(may_be_nan),
+            d, begin, width, inv, gamma, job.p.weight_offset, make_store_load(may_be_nan),
             store_load_partial, StoreSink<O, kMayBeNaN>{y, native_bf16});
       });
     } else {
       uint8_t* q = static_cast<uint8_t*>(job.y) + job.y_rows.Offset(row);
+      (void)h, (void)ahead, (void)ahead2;
       WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
         QuantizeRow<R, W, O, kCastThenScale, kQuant == 2, decltype(may_be_nan)::value>(
             d, width, inv, gamma, job.p.weight_offset, job.quant, row, q, load, load_partial,
@@ -140,11 +153,32 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
         return LoadF32Partial(dd, res + i, n);
       };
       // RowInverseRms, with the rescaling and NaN paths reading the stored sum.
-      const float sum_sq = CanonicalSumOfSquares(d, width, sum_store, sum_store_partial);
+      CanonicalSumSteps<decltype(d)> sum(d);
+      size_t base = 0;
+      for (; base + sum.kBlock <= width; base += sum.kBlock) {
+#if GLMNORM_HAVE_BF16_PAIRS
+        if constexpr (std::is_same_v<R, BF16> && std::is_same_v<Dl, BF16>) {
+          if (pairs) {
+            // sum_store, 32 values at a time (Bf16Pairs, convert-inl.h).
+            sum.BlockOfSquarePairs(d, base, [=](size_t i) {
+              const Bf16Pairs r = LoadBf16Pairs(res + i), dl = LoadBf16Pairs(del + i);
+              StoreBf16Pairs<false>(
+                  {_mm512_add_ps(r.even, dl.even), _mm512_add_ps(r.odd, dl.odd)}, res + i);
+              return LoadBf16Pairs(res + i);  // R(s), widened
+            });
+            continue;
+          }
+        }
+#endif
+        sum.Block(d, base, Squares(sum_store));
+      }
+      const float sum_sq =
+          sum.Finish(d, base, width, Squares(sum_store), Squares(sum_store_partial));
       if (HWY_UNLIKELY(std::isnan(sum_sq))) MendDeltaNaNs(d, width, res, del);
       const InvRms inv = InvRmsFromSum(d, width, job.p.eps, sum_sq, h_load, h_load_partial);
       finish_row(row, inv, h_load, h_load_partial, [&](auto) { return h_load; },
-                 h_load_partial);
+                 // Dl is R wherever the pair loop runs (PairsApply).
+                 h_load_partial, res, res_ahead, reinterpret_cast<const R*>(del_ahead));
       continue;
     }
     // The float32 sum is normalised: every pass recomputes it from residual
@@ -185,7 +219,7 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
     };
     const float sum_sq = CanonicalSumOfSquares(d, width, load, load_partial);
     finish_row(row, InvRmsFromSum(d, width, job.p.eps, sum_sq, nan_load, nan_load_partial), load,
-               load_partial, make_store_load, store_load_partial);
+               load_partial, make_store_load, store_load_partial, nullptr, nullptr, nullptr);
   }
 }
 
@@ -195,8 +229,11 @@ template <typename R, typename Dl, typename W, typename O, bool kCastThenScale, 
           class Job>
 void AddNormRows(const Job& job, int64_t row_begin, int64_t row_end) {
   const hn::ScalableTag<float> d;
-  WithWideGamma(d, static_cast<const W*>(job.gamma), static_cast<size_t>(job.p.width),
-                row_end - row_begin >= 4, [&](const auto* gamma) {
+  // Rows of the 32-value loops split a bf16 gamma as cheaply as x: no widening.
+  const bool widen =
+      row_end - row_begin >= 4 && !(kQuant == 0 && PairsApply<R, W, O, kCastThenScale>(d));
+  WithWideGamma(d, static_cast<const W*>(job.gamma), static_cast<size_t>(job.p.width), widen,
+                [&](const auto* gamma) {
                   using G = std::remove_cv_t<std::remove_pointer_t<decltype(gamma)>>;
                   AddNormRowsWithGamma<R, Dl, G, O, kCastThenScale, kQuant>(
                       job, gamma, row_begin, row_end);

@@ -246,6 +246,61 @@ HWY_INLINE void StoreF32As(D d, hn::Vec<D> v, F16* p) {
   }
 }
 
+// ---------------------------------------------------------------- bf16 pairs
+
+// 32 bf16 values as two float32 vectors (AVX3; issue 16 item 3). On CPUs
+// whose 512-bit pipes are double-pumped (Zen 4), the 16-value loops are
+// bound by vector instructions, and widening 16 bf16 values costs two that
+// each take a multiply's slot (vpmovzxwd, vpslld; bench/bf16_convert_cost).
+// One 64-byte load gives 32 values with a shift (the even-indexed elements)
+// and a mask (the odd ones), and one vcvtne2ps2bf16 plus one word permute
+// store 32 (two vcvtneps2bf16 store 16 each). Elementwise work keeps its
+// bits in any lane order; the canonical sum permutes back before its tree
+// (CanonicalSumSteps, reduction-inl.h).
+#undef GLMNORM_HAVE_BF16_PAIRS  // defined once per target
+#if GLMNORM_HAVE_NATIVE_BF16
+#define GLMNORM_HAVE_BF16_PAIRS 1
+struct Bf16Pairs {
+  __m512 even, odd;  // elements 0, 2, ..., 30 and 1, 3, ..., 31
+};
+
+HWY_INLINE Bf16Pairs LoadBf16Pairs(const BF16* p) {
+  const __m512i v = _mm512_loadu_si512(p);
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
+          _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int32_t(0xFFFF0000u))))};
+}
+
+// Stores the 32 values rounded to bf16 in memory order: natively (only where
+// g_native_bf16), unless a lane is subnormal (the instruction flushes
+// those), and then with the portable NaN-safe rounding, as StoreF32As does
+// for 16. kStream: p is 64-byte aligned, non-temporal store.
+template <bool kStream>
+HWY_INLINE void StoreBf16Pairs(const Bf16Pairs& y, BF16* p) {
+  __m512i out;
+  if (HWY_LIKELY((SubnormalLanes(y.even) | SubnormalLanes(y.odd)) == 0)) {
+    __m512i packed;  // words 0..15: the even elements, 16..31: the odd ones
+    asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(packed) : "v"(y.odd), "v"(y.even));
+    // Word 2m <- word m, word 2m + 1 <- word 16 + m.
+    const __m512i interleave =
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                         22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    out = _mm512_permutexvar_epi16(interleave, packed);
+  } else {
+    const hn::ScalableTag<float> d;
+    const auto even = PortableRoundedBF16Bits(d, hn::Vec<decltype(d)>{y.even});
+    const auto odd = PortableRoundedBF16Bits(d, hn::Vec<decltype(d)>{y.odd});
+    out = _mm512_or_si512(odd.raw, _mm512_srli_epi32(even.raw, 16));
+  }
+  if constexpr (kStream) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), out);
+  } else {
+    _mm512_storeu_si512(p, out);
+  }
+}
+#else
+#define GLMNORM_HAVE_BF16_PAIRS 0
+#endif
+
 // StoreF32As for any storage type, with g_native_bf16 as read once by the
 // caller (`native`, used for bf16 only).
 template <bool kMayBeNaN = true, bool kStream = false, class D, typename O>

@@ -173,6 +173,62 @@ struct StoreSink {
   }
 };
 
+// Whether rows of these types take the 32-value loops (Bf16Pairs,
+// convert-inl.h) where they can: bf16 in and out with a bf16 gamma,
+// cast-then-scale (GLM-4.5's norms), on a CPU with AVX512-BF16 (the pair
+// store's conversion). Such rows keep gamma as bf16: splitting it costs as
+// little as splitting x.
+template <typename T, typename W, typename O, bool kCastThenScale, class D>
+HWY_INLINE bool PairsApply(D d) {
+  (void)d;
+#if GLMNORM_HAVE_BF16_PAIRS
+  if constexpr (std::is_same_v<T, BF16> && std::is_same_v<W, BF16> &&
+                std::is_same_v<O, BF16> && kCastThenScale && hn::MaxLanes(d) == 16) {
+    return g_native_bf16;
+  }
+#endif
+  return false;
+}
+
+// ForEachNormVectorSpan's fast path (kMayBeNaN false) and a StoreSink, 32
+// values at a time, for PairsApply's rows: y = (gamma + offset) * bf16(x *
+// r), the same float32 operations on each element. Returns where it
+// stopped: the caller does the last values (fewer than 32). The line at
+// ahead + i (and ahead2 + i) is prefetched once per 32 values. The prefetch
+// is written here, not passed in as a functor: GCC deleted the calls of a
+// lambda that only prefetched (it has no visible effect). For other types
+// it does nothing and returns begin.
+template <bool kStream, class D, typename T, typename W, typename O>
+HWY_INLINE size_t NormalizePairs(D d, size_t begin, size_t end, float r, const T* x,
+                                 const W* gamma, float weight_offset, O* y, const T* ahead,
+                                 const T* ahead2 = nullptr) {
+  size_t i = begin;
+#if GLMNORM_HAVE_BF16_PAIRS
+  if constexpr (std::is_same_v<T, BF16> && std::is_same_v<W, BF16> &&
+                std::is_same_v<O, BF16> && hn::MaxLanes(d) == 16) {
+    const auto vr = hn::Set(d, r);
+    const auto voff = hn::Set(d, weight_offset);
+    const bool has_offset = weight_offset != 0.0f;
+    const auto value = [&](__m512 xv, __m512 gv) {
+      auto g = hn::Vec<D>{gv};
+      if (has_offset) g = hn::Add(g, voff);  // only when non-zero: -0 keeps its sign
+      const auto h = RoundTo<BF16, false>(d, hn::Mul(hn::Vec<D>{xv}, vr));
+      return hn::Mul(g, h).raw;
+    };
+    for (; i + 32 <= end; i += 32) {
+      hwy::Prefetch(ahead + i);
+      if (ahead2 != nullptr) hwy::Prefetch(ahead2 + i);
+      const Bf16Pairs xv = LoadBf16Pairs(x + i);
+      const Bf16Pairs gv = LoadBf16Pairs(gamma + i);
+      StoreBf16Pairs<kStream>({value(xv.even, gv.even), value(xv.odd, gv.odd)}, y + i);
+    }
+  }
+#endif
+  (void)d, (void)end, (void)r, (void)x, (void)gamma, (void)weight_offset, (void)y,
+      (void)ahead, (void)ahead2;
+  return i;
+}
+
 // Gammas of rows up to this width may be widened to float32 once per call
 // (a stack buffer of 32 KiB): the row loops then multiply by a float32
 // operand from memory instead of widening gamma again for every row, which

@@ -95,25 +95,22 @@ struct CanonicalSumSteps {
     for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
   }
 
-#if HWY_TARGET == HWY_AVX3
-  // Block(d, base, Squares(load of the bf16 values x)) with 32 values per
-  // load: a 64-byte load gives the even elements as float32 by a shift and
-  // the odd ones by a mask, two instructions where widening 16 values takes
-  // two (vpmovzxwd, vpslld), which bind on CPUs with double-pumped 512-bit
-  // pipes (Zen 4). Each virtual lane gets the same terms in the same order,
+#if GLMNORM_HAVE_BF16_PAIRS
+  // Block(d, base, Squares(load)) with 32 values per call of pairs(i), which
+  // returns the values i .. i + 31 as Bf16Pairs (convert-inl.h), each index
+  // once, in order. Each virtual lane gets the same terms in the same order,
   // held in another register order until Finish: total[0] holds virtual
   // lanes 0, 2, ..., 30, total[1] 1, 3, ..., 31, total[2] and total[3] the
   // same from 32. Every block of a sum then goes through here.
-  HWY_INLINE void BlockOfBf16Squares(D d, const hwy::bfloat16_t* x, size_t base) {
+  template <class Pairs>
+  HWY_INLINE void BlockOfSquarePairs(D d, size_t base, const Pairs& pairs) {
     static_assert(K == 4 && N == 16, "the split is for 16 float32 lanes");
-    const __m512i odd_mask = _mm512_set1_epi32(static_cast<int32_t>(0xFFFF0000u));
     V block[K];
     for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
     for (size_t c = 0; c < kBlockChunks; ++c) {
       for (size_t half = 0; half < 2; ++half) {
-        const __m512i v = _mm512_loadu_si512(x + base + c * kVirtualLanes + half * 32);
-        const V even{_mm512_castsi512_ps(_mm512_slli_epi32(v, 16))};
-        const V odd{_mm512_castsi512_ps(_mm512_and_si512(v, odd_mask))};
+        const Bf16Pairs v = pairs(base + c * kVirtualLanes + half * 32);
+        const V even{v.even}, odd{v.odd};
         block[2 * half] = hn::Add(block[2 * half], hn::Mul(even, even));
         block[2 * half + 1] = hn::Add(block[2 * half + 1], hn::Mul(odd, odd));
       }
@@ -125,12 +122,12 @@ struct CanonicalSumSteps {
 #endif
 
   // Block(d, base, Squares(load)) for the values of a row of T at x, the
-  // load being LoadF32: bf16 rows split their loads where the target can.
+  // load being LoadF32: bf16 rows load pairs where the target can.
   template <typename T>
   HWY_INLINE void BlockOfSquares(D d, const T* x, size_t base) {
-#if HWY_TARGET == HWY_AVX3
+#if GLMNORM_HAVE_BF16_PAIRS
     if constexpr (std::is_same_v<T, hwy::bfloat16_t> && N == 16) {
-      BlockOfBf16Squares(d, x, base);
+      BlockOfSquarePairs(d, base, [x](size_t i) { return LoadBf16Pairs(x + i); });
       return;
     }
 #endif
@@ -142,7 +139,7 @@ struct CanonicalSumSteps {
   template <class Term, class TermPartial>
   HWY_INLINE float Finish(D d, size_t base, size_t width, const Term& term,
                           const TermPartial& term_partial) {
-#if HWY_TARGET == HWY_AVX3
+#if GLMNORM_HAVE_BF16_PAIRS
     if constexpr (N == 16) {
       if (split) {  // back to the canonical register order
         const __m512i lo =

@@ -22,100 +22,6 @@ HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {
 
-#if GLMNORM_HAVE_NATIVE_BF16
-// bf16 rows in pairs of vectors (AVX3 with AVX512-BF16; issue 16 item 3).
-// On CPUs whose 512-bit pipes are double-pumped (Zen 4), the 16-value loop
-// is bound by vector instructions: widening a bf16 vector costs two
-// (vpmovzxwd, vpslld) and rounding one to bf16 one and a half
-// (vcvtneps2bf16). Here one 64-byte load gives 32 values as float32 with
-// two cheaper ones: the even-indexed elements (shifted up), the odd ones
-// (masked), and one vcvtne2ps2bf16 and one word permute store 32 values.
-// y is elementwise, so the lane order changes no bit.
-struct Bf16Pairs {
-  __m512 even, odd;
-};
-
-HWY_INLINE Bf16Pairs LoadBf16Pairs(const BF16* p) {
-  const __m512i v = _mm512_loadu_si512(p);
-  return {_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
-          _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int32_t(0xFFFF0000u))))};
-}
-
-// Stores 32 values rounded to bf16 in memory order, natively, unless a lane
-// is subnormal (the instruction flushes those): then the portable NaN-safe
-// rounding of both vectors, as StoreF32As does for one.
-template <bool kStream>
-HWY_INLINE void StoreBf16Pairs(const Bf16Pairs& y, BF16* p) {
-  __m512i out;
-  if (HWY_LIKELY((SubnormalLanes(y.even) | SubnormalLanes(y.odd)) == 0)) {
-    __m512i packed;  // words 0..15: even elements, 16..31: odd elements
-    asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(packed) : "v"(y.odd), "v"(y.even));
-    // Word 2m <- word m, word 2m + 1 <- word 16 + m.
-    const __m512i interleave =
-        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                         22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    out = _mm512_permutexvar_epi16(interleave, packed);
-  } else {
-    const hn::ScalableTag<float> d;
-    const auto even = PortableRoundedBF16Bits(d, hn::Vec<decltype(d)>{y.even});
-    const auto odd = PortableRoundedBF16Bits(d, hn::Vec<decltype(d)>{y.odd});
-    out = _mm512_or_si512(odd.raw, _mm512_srli_epi32(even.raw, 16));
-  }
-  if constexpr (kStream) {
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), out);
-  } else {
-    _mm512_storeu_si512(p, out);
-  }
-}
-#endif  // GLMNORM_HAVE_NATIVE_BF16
-
-// Whether the rows of these types take the pair loop where they can: bf16 in
-// and out with a bf16 gamma, cast-then-scale (GLM-4.5's norms), on a CPU
-// with AVX512-BF16.
-template <typename T, typename W, typename O, bool kCastThenScale, class D>
-HWY_INLINE bool PairsApply(D d) {
-  (void)d;
-#if GLMNORM_HAVE_NATIVE_BF16
-  if constexpr (std::is_same_v<T, BF16> && std::is_same_v<W, BF16> &&
-                std::is_same_v<O, BF16> && kCastThenScale && hn::MaxLanes(d) == 16) {
-    return g_native_bf16;
-  }
-#endif
-  return false;
-}
-
-// Values [begin, end) of a row on the fast path, 32 at a time: y =
-// bf16(gamma + offset) * bf16(x * r), the same float32 operations as
-// ForEachNormVectorSpan<BF16, BF16, true, false>. Returns where it stopped
-// (the caller does the last < 32 values). `ahead` is prefetched one line
-// per 32 values.
-template <bool kStream, class D>
-HWY_INLINE size_t NormalizePairs(D d, size_t begin, size_t end, float r, const BF16* x,
-                                 const BF16* gamma, float weight_offset, BF16* y,
-                                 const BF16* ahead) {
-  size_t i = begin;
-#if GLMNORM_HAVE_NATIVE_BF16
-  const auto vr = hn::Set(d, r);
-  const auto voff = hn::Set(d, weight_offset);
-  const bool has_offset = weight_offset != 0.0f;
-  const auto value = [&](__m512 xv, __m512 gv) {
-    auto g = hn::Vec<D>{gv};
-    if (has_offset) g = hn::Add(g, voff);  // only when non-zero: -0 keeps its sign
-    const auto h = RoundTo<BF16, false>(d, hn::Mul(hn::Vec<D>{xv}, vr));
-    return hn::Mul(g, h).raw;
-  };
-  for (; i + 32 <= end; i += 32) {
-    hwy::Prefetch(ahead + i);
-    const Bf16Pairs xv = LoadBf16Pairs(x + i);
-    const Bf16Pairs gv = LoadBf16Pairs(gamma + i);
-    StoreBf16Pairs<kStream>({value(xv.even, gv.even), value(xv.odd, gv.odd)}, y + i);
-  }
-#else
-  (void)d, (void)end, (void)r, (void)x, (void)gamma, (void)weight_offset, (void)y, (void)ahead;
-#endif
-  return i;
-}
-
 // Values [begin, end) of a row's second pass: y = Scale((x * prescale) * r,
 // gamma + offset) (norm_row-inl.h), stored as O. With `stream`, whole
 // vectors at aligned addresses use streaming stores and the row's unaligned
@@ -132,14 +38,11 @@ HWY_INLINE void NormalizeSpan(D d, size_t width, size_t begin, size_t end, InvRm
                               const LoadPartial& load_partial) {
   const StoreSink<O, kMayBeNaN, false> store{y};
   const auto span = [&](size_t from, size_t to, const auto& sink, auto streamed) {
-    if constexpr (!kMayBeNaN && std::is_same_v<T, BF16> && std::is_same_v<W, BF16> &&
-                  std::is_same_v<O, BF16>) {
+    if constexpr (!kMayBeNaN) {
       if (pairs) {
         from = NormalizePairs<decltype(streamed)::value>(d, from, to, inv.r, x, gamma,
                                                          weight_offset, y, ahead);
       }
-    } else {
-      (void)pairs, (void)x, (void)ahead;
     }
     if (from < to) {
       ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, from, to, inv, gamma,
