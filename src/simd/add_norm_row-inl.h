@@ -66,7 +66,7 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
   const bool gamma_finite =
       !FastPathNeedsFiniteGamma<R, O>(d) || AllFinite(d, gamma, width);
   const bool native_bf16 = g_native_bf16;  // read once, not after every store
-  const bool pairs = kQuant == 0 && PairsApply<R, W, O, kCastThenScale>(d);
+  const bool pairs = kQuant == 0 && PairsApply<R, W, O, kCastThenScale>(d, width);
   (void)pairs;  // read only where the target has the pair loops
   // The forward's 1/rms for a backward pass, when the caller asked for it.
   const auto save_rstd = [&job](int64_t row, const InvRms& inv) {
@@ -230,9 +230,10 @@ template <typename R, typename Dl, typename W, typename O, bool kCastThenScale, 
 void AddNormRows(const Job& job, int64_t row_begin, int64_t row_end) {
   const hn::ScalableTag<float> d;
   // Rows of the 32-value loops split a bf16 gamma as cheaply as x: no widening.
-  const bool widen =
-      row_end - row_begin >= 4 && !(kQuant == 0 && PairsApply<R, W, O, kCastThenScale>(d));
-  WithWideGamma(d, static_cast<const W*>(job.gamma), static_cast<size_t>(job.p.width), widen,
+  const size_t width = static_cast<size_t>(job.p.width);
+  const bool widen = row_end - row_begin >= 4 &&
+                     !(kQuant == 0 && PairsApply<R, W, O, kCastThenScale>(d, width));
+  WithWideGamma(d, static_cast<const W*>(job.gamma), width, widen,
                 [&](const auto* gamma) {
                   using G = std::remove_cv_t<std::remove_pointer_t<decltype(gamma)>>;
                   AddNormRowsWithGamma<R, Dl, G, O, kCastThenScale, kQuant>(

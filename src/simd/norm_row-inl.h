@@ -173,18 +173,20 @@ struct StoreSink {
   }
 };
 
-// Whether rows of these types take the 32-value loops (Bf16Pairs,
-// convert-inl.h) where they can: bf16 in and out with a bf16 gamma,
+// Whether rows of these types and width take the 32-value loops
+// (Bf16Pairs, convert-inl.h): bf16 in and out with a bf16 gamma,
 // cast-then-scale (GLM-4.5's norms), on a CPU with AVX512-BF16 (the pair
-// store's conversion). Such rows keep gamma as bf16: splitting it costs as
-// little as splitting x.
+// store's conversion), rows of 1024 values or more (hidden rows: heads of
+// 128 lost 15-30% with them, Zen 4: each row pays the loop's setup, and
+// they lose the float32 gamma of WithWideGamma). Such rows keep gamma as
+// bf16: splitting it costs as little as splitting x.
 template <typename T, typename W, typename O, bool kCastThenScale, class D>
-HWY_INLINE bool PairsApply(D d) {
-  (void)d;
+HWY_INLINE bool PairsApply(D d, size_t width) {
+  (void)d, (void)width;
 #if GLMNORM_HAVE_BF16_PAIRS
   if constexpr (std::is_same_v<T, BF16> && std::is_same_v<W, BF16> &&
                 std::is_same_v<O, BF16> && kCastThenScale && hn::MaxLanes(d) == 16) {
-    return g_native_bf16;
+    return g_native_bf16 && width >= 1024;
   }
 #endif
   return false;

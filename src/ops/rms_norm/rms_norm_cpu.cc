@@ -77,7 +77,7 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   const bool gamma_finite =
       !FastPathNeedsFiniteGamma<T, O>(d) || AllFinite(d, gamma, width);
   const bool stream = job.size.rows * job.p.width * int64_t{sizeof(O)} >= cpu::kStreamMinBytes;
-  const bool pairs = PairsApply<T, W, O, kCastThenScale>(d);
+  const bool pairs = PairsApply<T, W, O, kCastThenScale>(d, width);
   const auto x_of = [&](int64_t row) {
     return static_cast<const T*>(job.x) + job.x_rows.Offset(row);
   };
@@ -135,8 +135,9 @@ template <typename T, typename W, typename O, bool kCastThenScale>
 void RmsNormRowsTyped(const RmsNormJob& job, int64_t row_begin, int64_t row_end) {
   const hn::ScalableTag<float> d;
   // The pair loop splits a bf16 gamma as cheaply as it splits x: no widening.
-  const bool widen = row_end - row_begin >= 4 && !PairsApply<T, W, O, kCastThenScale>(d);
-  WithWideGamma(d, static_cast<const W*>(job.gamma), static_cast<size_t>(job.p.width), widen,
+  const size_t width = static_cast<size_t>(job.p.width);
+  const bool widen = row_end - row_begin >= 4 && !PairsApply<T, W, O, kCastThenScale>(d, width);
+  WithWideGamma(d, static_cast<const W*>(job.gamma), width, widen,
                 [&](const auto* gamma) {
                   using G = std::remove_cv_t<std::remove_pointer_t<decltype(gamma)>>;
                   RmsNormRowsWithGamma<T, G, O, kCastThenScale>(job, gamma, row_begin,
