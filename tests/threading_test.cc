@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/thread_pool.h"
 
 #include "glmnorm/glmnorm.h"
@@ -108,6 +109,56 @@ TEST(Threading, ResizeWhileOtherThreadsCall) {
   EXPECT_EQ(bad, 0);
 }
 
+
+// Workers spin after a job and sleep when the spin ends; the caller spins,
+// then sleeps, for the workers' last tasks. Back-to-back jobs, jobs after a
+// pause (workers asleep) and a pool destroyed while its workers spin: every
+// task of every job runs exactly once, and Run returns only after all of
+// them finished (each job checks the previous job's counts).
+TEST(Threading, EveryTaskRunsOnceWhetherWorkersSpinOrSleep) {
+  constexpr size_t kTasks = 8;
+  struct Job {
+    std::atomic<int> runs[kTasks];
+    // ~1 us of work before the count: a worker's task is then still running
+    // when the caller has taken the last one.
+    static void Task(void* ctx, size_t i) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(1);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      ++static_cast<Job*>(ctx)->runs[i];
+    }
+  };
+  for (int round = 0; round < 3; ++round) {
+    ThreadPool pool(3);
+    Job job;
+    for (int j = 0; j < 3000; ++j) {
+      for (auto& r : job.runs) r.store(0);
+      pool.Run(kTasks, &Job::Task, &job);
+      for (size_t i = 0; i < kTasks; ++i) ASSERT_EQ(job.runs[i].load(), 1) << j << " " << i;
+      // Every 500th job after a pause longer than the spin: workers asleep.
+      if (j % 500 == 499) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }  // each pool is destroyed right after a job, its workers still spinning
+}
+
+// The default pool splits a job once each thread's share is 256 KiB moved
+// (16 tokens of 5120 f32 over 2 threads); smaller jobs stay on the caller.
+TEST(Threading, SmallJobsSplitOnlyWhenEachShareIsLargeEnough) {
+  if (AvailableCpus() < 2) GTEST_SKIP() << "one CPU: every job stays on the caller";
+  SetNumThreads(2);
+  const auto tasks = [](int64_t rows, int64_t bytes) {
+    JobSize size;
+    size.rows = rows;
+    size.bytes_moved = bytes;
+    return cpu::ChooseSplit({}, size).num_tasks;
+  };
+  EXPECT_GT(tasks(16, 16 * 5120 * 4 * 2), 1);  // rms_norm 16x5120 f32: 640 KiB
+  EXPECT_EQ(tasks(6, 6 * 5120 * 4 * 2), 1);    // 240 KiB
+  EXPECT_EQ(tasks(1, int64_t{1} << 30), 1);    // one row: nothing to split
+  SetNumThreads(1);
+  EXPECT_EQ(tasks(4096, int64_t{1} << 30), 1);
+  SetNumThreads(AvailableCpus());
+}
 
 // More threads than CPUs only add handoffs: the pool is capped at the CPUs
 // the process may run on, and NumThreads() says how many it uses.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <memory>
 #include <new>
 #include <string>
@@ -13,6 +14,36 @@
 
 namespace glmnorm {
 
+namespace {
+
+// How long a worker spins after a job before it sleeps, and how long a caller
+// spins for the workers' last tasks before it sleeps. Waking a sleeping thread
+// costs a futex call on each side, several microseconds in a VM: more than a
+// whole 16-token norm (docs/PERFORMANCE.md, "Threads for small calls"). A spin
+// reads one atomic and pauses; after kSpinNanos the thread sleeps as before.
+constexpr int64_t kSpinNanos = 50000;
+
+int64_t NowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Spins until done() or kSpinNanos have passed; returns done(). Each round
+// yields the CPU: a worker woken onto its caller's CPU (the scheduler does
+// that) must not take the caller's time while the caller still works.
+template <class Done>
+bool SpinFor(const Done& done) {
+  const int64_t until = NowNanos() + kSpinNanos;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    sched_yield();
+    if ((i & 7) == 7 && NowNanos() > until) return done();
+  }
+}
+
+}  // namespace
+
 ThreadPool::ThreadPool(int num_threads) {
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
@@ -21,6 +52,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
+    ++generation_;  // ends the spins too
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
@@ -37,11 +69,12 @@ void ThreadPool::Drain() {
 void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   for (;;) {
+    SpinFor([&] { return generation_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
       if (stop_) return;
-      seen = generation_;
+      seen = generation_.load();
       if (!open_) continue;  // woke too late: the caller took every task
       ++active_;
     }
@@ -70,12 +103,17 @@ void ThreadPool::Run(size_t num_tasks, Executor::Task task, void* ctx) {
     open_ = true;
     ++generation_;
   }
-  wake_.notify_all();
+  wake_.notify_all();  // no system call when every worker is spinning
   Drain();
-  // Every task is taken; wait for the workers still running theirs.
+  {
+    // Every task is taken: no worker joins from now on.
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = false;
+  }
+  // Wait for the workers still running their last task.
+  if (SpinFor([&] { return active_.load() == 0; })) return;
   std::unique_lock<std::mutex> lock(mutex_);
-  open_ = false;
-  done_.wait(lock, [&] { return active_ == 0; });
+  done_.wait(lock, [&] { return active_.load() == 0; });
 }
 
 int AvailableCpus() {
@@ -177,13 +215,16 @@ namespace cpu {
 
 namespace {
 
-// A thread joins a job only if its share is at least this many bytes moved:
-// below, waking it and pulling the rows into its core's cache costs more than
-// the share saves. Chosen from `glmnorm bench` (docs/BACKWARD.md "Threads"):
-// with a 256 KiB minimum (the old 512 KiB gate) 2 threads were 1.2-1.5x slower
-// than 1 at 16-128 tokens; with 2 MiB every job under 4 MiB (f32 and bf16 up
-// to ~100 tokens of 5120) stays on the calling thread.
-constexpr int64_t kMinBytesPerThread = int64_t{2} << 20;
+// A thread joins a job only if its share is at least this many bytes moved.
+// Workers spin between jobs (ThreadPool), so in back-to-back calls a share of
+// 256 KiB (16 tokens of 5120 f32 over 2 threads) pays for the handoff: on
+// Zen 4, 2 threads took rms_norm 16x5120 f32 from 17 to 10 us through the
+// torch op (docs/PERFORMANCE.md, "Threads for small calls"). A call that finds
+// the workers asleep costs about what 1 thread costs: the caller does not
+// wait for them to wake, it takes the tasks itself. Below 256 KiB a share
+// gained nothing measurable. The old gate (2 MiB) dated from workers that
+// slept between jobs.
+constexpr int64_t kMinBytesPerThread = int64_t{256} << 10;
 constexpr int64_t kTasksPerThread = 4;
 
 }  // namespace

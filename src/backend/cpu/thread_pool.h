@@ -1,5 +1,8 @@
-// A small persistent thread pool: workers are created once and sleep between
-// jobs. One job runs at a time; the calling thread works on it too.
+// A small persistent thread pool: workers are created once; between jobs each
+// spins for a short while (kSpinNanos) before it sleeps, so that back-to-back
+// calls (a model's layers, a decode loop) hand work to a running thread
+// instead of waking a sleeping one. One job runs at a time; the calling
+// thread works on it too.
 #ifndef GLMNORM_SRC_THREAD_POOL_H_
 #define GLMNORM_SRC_THREAD_POOL_H_
 
@@ -43,7 +46,9 @@ class ThreadPool {
   std::mutex mutex_;  // guards the fields below with the condition variables
   std::condition_variable wake_;
   std::condition_variable done_;
-  uint64_t generation_ = 0;
+  // Bumped (under mutex_) for each job and at shutdown; read without the lock
+  // by spinning workers.
+  std::atomic<uint64_t> generation_{0};
   bool stop_ = false;
 
   // The current job; written under mutex_ before generation_ is bumped.
@@ -55,8 +60,10 @@ class ThreadPool {
   // in active_ until they leave it. Run closes the job once its own Drain
   // found no task left and waits for active_ == 0: every task has then
   // finished, and no worker can carry a stale job into the next one.
+  // active_ is changed under mutex_ and read without it by a caller spinning
+  // for the last tasks to finish.
   bool open_ = false;
-  size_t active_ = 0;
+  std::atomic<size_t> active_{0};
 };
 
 // The number of CPUs this process may run on (sched_getaffinity on Linux,
