@@ -415,6 +415,8 @@ def main():
                     help="only these rows (default: all)")
     ap.add_argument("--png", default="build/compare_peers.png", help="chart file ('' = none)")
     ap.add_argument("--json", default="", help="also write the rows as JSON lines here")
+    ap.add_argument("--markdown", default="",
+                    help="also write the table of README / docs/PERFORMANCE.md here")
     args = ap.parse_args()
     if args.quick:
         args.tokens, args.dtype, args.min_time = [1, 512], ["bf16"], 0.1
@@ -511,9 +513,38 @@ def main():
         with open(args.json, "w") as f:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown_table(rows))
+        print(f"# markdown table: {args.markdown}")
     if args.png:
         chart(rows, args.png)
         print(f"# chart: {args.png}")
+
+
+def markdown_table(rows):
+    """The docs' table: per case, glmnorm with out=, the torch op, the fastest peer, ratios."""
+    def us(t):
+        return f"{t:.1f} µs" if t < 1000 else f"{t / 1000:.2f} ms"
+
+    cases = {}
+    for r in rows:
+        if r.get("us") is not None:
+            cases.setdefault((r["op"], r["shape"], r["dtype"], r["threads"]), []).append(r)
+    lines = ["| op | shape | dtype | threads | glmnorm (out=) | glmnorm.torch | torch op / out= "
+             "| fastest peer | peer / torch op | peer bit-identical to HF |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for (op, shape, dt, threads), rs in cases.items():
+        by = {r["impl"]: r for r in rs}
+        peers = [r for r in rs if not r["impl"].startswith("glmnorm") and r["impl"] != "copy"]
+        if "glmnorm" not in by or "glmnorm.torch" not in by or not peers:
+            continue
+        out, op_t, best = by["glmnorm"]["us"], by["glmnorm.torch"]["us"], min(
+            peers, key=lambda r: r["us"])
+        lines.append(f"| {op} | {shape} | {dt} | {threads} | {us(out)} | {us(op_t)} | "
+                     f"{op_t / out:.2f} | {best['impl']} {us(best['us'])} | "
+                     f"{best['us'] / op_t:.2f} | {best['same']:.3f} |")
+    return "\n".join(lines) + "\n"
 
 
 def chart(rows, path):
