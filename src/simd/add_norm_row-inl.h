@@ -153,27 +153,34 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
         return LoadF32Partial(dd, res + i, n);
       };
       // RowInverseRms, with the rescaling and NaN paths reading the stored sum.
-      CanonicalSumSteps<decltype(d)> sum(d);
-      size_t base = 0;
-      for (; base + sum.kBlock <= width; base += sum.kBlock) {
+      // The rows of the pair loops (PairsApply) store and reload the sum 32
+      // values at a time (Bf16Pairs, convert-inl.h), in the pair layout.
+      const auto sum_of_squares = [&](auto pair_layout) {
+        constexpr bool kPairLayout = decltype(pair_layout)::value;
+        CanonicalSumSteps<decltype(d), kPairLayout> sum(d);
+        size_t base = 0;
+        for (; base + sum.kBlock <= width; base += sum.kBlock) {
+          if constexpr (kPairLayout) {
 #if GLMNORM_HAVE_BF16_PAIRS
-        if constexpr (std::is_same_v<R, BF16> && std::is_same_v<Dl, BF16>) {
-          if (pairs) {
-            // sum_store, 32 values at a time (Bf16Pairs, convert-inl.h).
             sum.BlockOfSquarePairs(d, base, [=](size_t i) {
               const Bf16Pairs r = LoadBf16Pairs(res + i), dl = LoadBf16Pairs(del + i);
               StoreBf16Pairs<false>(
                   {_mm512_add_ps(r.even, dl.even), _mm512_add_ps(r.odd, dl.odd)}, res + i);
               return LoadBf16Pairs(res + i);  // R(s), widened
             });
-            continue;
+#endif
+          } else {
+            sum.Block(d, base, Squares(sum_store));
           }
         }
-#endif
-        sum.Block(d, base, Squares(sum_store));
+        return sum.Finish(d, base, width, Squares(sum_store), Squares(sum_store_partial));
+      };
+      float sum_sq;
+      if constexpr (SquarePairsFor<R, decltype(d)>() && std::is_same_v<Dl, BF16>) {
+        sum_sq = pairs ? sum_of_squares(std::true_type()) : sum_of_squares(std::false_type());
+      } else {
+        sum_sq = sum_of_squares(std::false_type());
       }
-      const float sum_sq =
-          sum.Finish(d, base, width, Squares(sum_store), Squares(sum_store_partial));
       if (HWY_UNLIKELY(std::isnan(sum_sq))) MendDeltaNaNs(d, width, res, del);
       const InvRms inv = InvRmsFromSum(d, width, job.p.eps, sum_sq, h_load, h_load_partial);
       finish_row(row, inv, h_load, h_load_partial, [&](auto) { return h_load; },

@@ -179,13 +179,23 @@ struct StoreSink {
 // store's conversion), rows of 1024 values or more (hidden rows: heads of
 // 128 lost 15-30% with them, Zen 4: each row pays the loop's setup, and
 // they lose the float32 gamma of WithWideGamma). Such rows keep gamma as
-// bf16: splitting it costs as little as splitting x.
+// bf16: splitting it costs as little as splitting x. PairTypes: the types
+// the pair loops are written for (NormalizePairs), on AVX-512 targets.
+template <typename T, typename W, typename O, class D>
+constexpr bool PairTypes() {
+#if GLMNORM_HAVE_BF16_PAIRS
+  return std::is_same_v<T, BF16> && std::is_same_v<W, BF16> && std::is_same_v<O, BF16> &&
+         hn::MaxLanes(D()) == 16;
+#else
+  return false;
+#endif
+}
+
 template <typename T, typename W, typename O, bool kCastThenScale, class D>
 HWY_INLINE bool PairsApply(D d, size_t width) {
   (void)d, (void)width;
 #if GLMNORM_HAVE_BF16_PAIRS
-  if constexpr (std::is_same_v<T, BF16> && std::is_same_v<W, BF16> &&
-                std::is_same_v<O, BF16> && kCastThenScale && hn::MaxLanes(d) == 16) {
+  if constexpr (PairTypes<T, W, O, D>() && kCastThenScale) {
     return g_native_bf16 && width >= 1024;
   }
 #endif
@@ -206,8 +216,7 @@ HWY_INLINE size_t NormalizePairs(D d, size_t begin, size_t end, float r, const T
                                  const T* ahead2 = nullptr) {
   size_t i = begin;
 #if GLMNORM_HAVE_BF16_PAIRS
-  if constexpr (std::is_same_v<T, BF16> && std::is_same_v<W, BF16> &&
-                std::is_same_v<O, BF16> && hn::MaxLanes(d) == 16) {
+  if constexpr (PairTypes<T, W, O, D>()) {
     const auto vr = hn::Set(d, r);
     const auto voff = hn::Set(d, weight_offset);
     const bool has_offset = weight_offset != 0.0f;

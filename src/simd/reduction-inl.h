@@ -62,6 +62,17 @@ HWY_INLINE auto Squares(const Load& load) {
   };
 }
 
+// Whether the whole blocks of a row of T sum squares of bf16 values loaded 32
+// at a time (CanonicalSumSteps<D, true>): bf16 rows on AVX-512 targets.
+template <typename T, class D>
+constexpr bool SquarePairsFor() {
+#if GLMNORM_HAVE_BF16_PAIRS
+  return std::is_same_v<T, hwy::bfloat16_t> && hn::MaxLanes(D()) == 16;
+#else
+  return false;
+#endif
+}
+
 // The canonical sum (docs/ACCURACY.md) in steps, so that a row loop can add
 // one block of a row at a time between other work (ForEachRowInSpans,
 // row_batch-inl.h): Block() for each whole block from the row's start, then
@@ -69,11 +80,18 @@ HWY_INLINE auto Squares(const Load& load) {
 // term(d, i) returns the terms i .. i+Lanes-1, term_partial(d, i, n) the n
 // terms from i with zeros after them; each index is visited once, in
 // increasing order.
-template <class D>
+//
+// kPairs: the whole blocks are squares of bf16 values loaded 32 at a time
+// (BlockOfSquarePairs), which keeps the lanes in another register order
+// until Finish. It is a type, not a flag: a sum that mixed Block and
+// BlockOfSquarePairs would get the wrong bits, so the two do not compile on
+// one sum. SquarePairsFor<T, D>() says which layout a row of T takes.
+template <class D, bool kPairs = false>
 struct CanonicalSumSteps {
   using V = hn::Vec<D>;
   static constexpr size_t N = hn::MaxLanes(D());
   static_assert(kVirtualLanes % N == 0, "vector wider than the virtual lanes");
+  static_assert(!kPairs || GLMNORM_HAVE_BF16_PAIRS, "no pair layout on this target");
   static constexpr size_t K = kVirtualLanes / N;
   static constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
   V total[K];
@@ -85,6 +103,7 @@ struct CanonicalSumSteps {
   // The whole block of kBlock terms at `base`.
   template <class Term>
   HWY_INLINE void Block(D d, size_t base, const Term& term) {
+    static_assert(!kPairs, "a sum in the pair layout takes BlockOfSquarePairs only");
     V block[K];
     for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
     for (size_t c = 0; c < kBlockChunks; ++c) {
@@ -104,6 +123,7 @@ struct CanonicalSumSteps {
   // same from 32. Every block of a sum then goes through here.
   template <class Pairs>
   HWY_INLINE void BlockOfSquarePairs(D d, size_t base, const Pairs& pairs) {
+    static_assert(kPairs, "pair blocks need CanonicalSumSteps<D, true>: Finish reorders them");
     static_assert(K == 4 && N == 16, "the split is for 16 float32 lanes");
     V block[K];
     for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
@@ -116,22 +136,21 @@ struct CanonicalSumSteps {
       }
     }
     for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
-    split = true;
   }
-  bool split = false;
 #endif
 
   // Block(d, base, Squares(load)) for the values of a row of T at x, the
-  // load being LoadF32: bf16 rows load pairs where the target can.
+  // load being LoadF32; in the pair layout, 32 values per load.
   template <typename T>
   HWY_INLINE void BlockOfSquares(D d, const T* x, size_t base) {
+    static_assert(kPairs == SquarePairsFor<T, D>(), "the layout of a row of T");
+    if constexpr (kPairs) {
 #if GLMNORM_HAVE_BF16_PAIRS
-    if constexpr (std::is_same_v<T, hwy::bfloat16_t> && N == 16) {
       BlockOfSquarePairs(d, base, [x](size_t i) { return LoadBf16Pairs(x + i); });
-      return;
-    }
 #endif
-    Block(d, base, Squares([x](auto dd, size_t i) { return LoadF32(dd, x + i); }));
+    } else {
+      Block(d, base, Squares([x](auto dd, size_t i) { return LoadF32(dd, x + i); }));
+    }
   }
 
   // The terms from `base` (where the whole blocks end) to `width`, then the
@@ -140,17 +159,15 @@ struct CanonicalSumSteps {
   HWY_INLINE float Finish(D d, size_t base, size_t width, const Term& term,
                           const TermPartial& term_partial) {
 #if GLMNORM_HAVE_BF16_PAIRS
-    if constexpr (N == 16) {
-      if (split) {  // back to the canonical register order
-        const __m512i lo =
-            _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        const __m512i hi =
-            _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-        for (size_t k = 0; k < K; k += 2) {
-          const __m512 even = total[k].raw, odd = total[k + 1].raw;
-          total[k] = V{_mm512_permutex2var_ps(even, lo, odd)};
-          total[k + 1] = V{_mm512_permutex2var_ps(even, hi, odd)};
-        }
+    if constexpr (kPairs) {  // back to the canonical register order
+      const __m512i lo =
+          _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const __m512i hi =
+          _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      for (size_t k = 0; k < K; k += 2) {
+        const __m512 even = total[k].raw, odd = total[k + 1].raw;
+        total[k] = V{_mm512_permutex2var_ps(even, lo, odd)};
+        total[k + 1] = V{_mm512_permutex2var_ps(even, hi, odd)};
       }
     }
 #endif
@@ -307,7 +324,7 @@ HWY_INLINE InvRms RowInverseRmsOf(D d, size_t width, float eps, const T* x) {
   const auto load_partial = [x](auto dd, size_t i, size_t n) {
     return LoadF32Partial(dd, x + i, n);
   };
-  CanonicalSumSteps<D> sum(d);
+  CanonicalSumSteps<D, SquarePairsFor<T, D>()> sum(d);
   size_t base = 0;
   for (; base + sum.kBlock <= width; base += sum.kBlock) sum.BlockOfSquares(d, x, base);
   const float sum_sq = sum.Finish(d, base, width, Squares(load), Squares(load_partial));

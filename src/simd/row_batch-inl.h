@@ -191,7 +191,7 @@ HWY_INLINE void ForEachRowInSpans(D d, size_t width, float eps, int64_t begin, i
   for (int64_t i = begin; i + 1 < end; ++i) {
     const T* next = row(i + 1);
     const auto [load, load_partial] = loads(next);
-    CanonicalSumSteps<D> sum(d);
+    CanonicalSumSteps<D, SquarePairsFor<T, D>()> sum(d);
     size_t base = 0;
     for (; base + sum.kBlock <= width; base += sum.kBlock) {
       sum.BlockOfSquares(d, next, base);

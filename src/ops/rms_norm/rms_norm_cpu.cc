@@ -54,9 +54,9 @@ HWY_INLINE void NormalizeSpan(D d, size_t width, size_t begin, size_t end, InvRm
     span(begin, end, store, std::false_type{});
     return;
   }
-  const size_t kVecBytes = (pairs ? 2 : 1) * hn::MaxLanes(d) * sizeof(O);
-  const size_t misalign = reinterpret_cast<uintptr_t>(y) % kVecBytes;
-  const size_t head = std::min(width, misalign ? (kVecBytes - misalign) / sizeof(O) : 0);
+  const size_t vec_bytes = (pairs ? 2 : 1) * hn::MaxLanes(d) * sizeof(O);
+  const size_t misalign = reinterpret_cast<uintptr_t>(y) % vec_bytes;
+  const size_t head = std::min(width, misalign ? (vec_bytes - misalign) / sizeof(O) : 0);
   const size_t body_end = head + (width - head) / hn::MaxLanes(d) * hn::MaxLanes(d);
   const size_t from = begin == 0 ? 0 : std::min(width, begin + head);
   const size_t to = end == width ? width : std::min(width, end + head);
