@@ -128,8 +128,9 @@ TEST(Threading, EveryTaskRunsOnceWhetherWorkersSpinOrSleep) {
       ++static_cast<Job*>(ctx)->runs[i];
     }
   };
-  for (int round = 0; round < 3; ++round) {
-    ThreadPool pool(3);
+  for (int round = 0; round < 4; ++round) {
+    // Rounds 0-2 spin (50 us); round 3 sleeps at once (GLMNORM_SPIN_US=0).
+    ThreadPool pool(3, round < 3 ? ThreadPool::SpinNanosFrom(nullptr) : 0);
     Job job;
     for (int j = 0; j < 3000; ++j) {
       for (auto& r : job.runs) r.store(0);
@@ -139,6 +140,27 @@ TEST(Threading, EveryTaskRunsOnceWhetherWorkersSpinOrSleep) {
       if (j % 500 == 499) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }  // each pool is destroyed right after a job, its workers still spinning
+}
+
+// GLMNORM_SPIN_US: microseconds, 0 turns the spin off; anything else is an
+// error that names the variable and the value.
+TEST(Threading, SpinSettingIsCheckedAndNamed) {
+  EXPECT_EQ(ThreadPool::SpinNanosFrom(nullptr), 50000);
+  EXPECT_EQ(ThreadPool::SpinNanosFrom(""), 50000);
+  EXPECT_EQ(ThreadPool::SpinNanosFrom("0"), 0);
+  EXPECT_EQ(ThreadPool::SpinNanosFrom("200"), 200000);
+  for (const char* bad : {"-1", "1e3", "20us", "1000001", "99999999999999999999"}) {
+    try {
+      ThreadPool::SpinNanosFrom(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("GLMNORM_SPIN_US must be a whole number "
+                                                       "of microseconds from 0 to 1000000, "
+                                                       "got '") + bad + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // The default pool splits a job once each thread's share is 256 KiB moved

@@ -6,8 +6,11 @@
 // taking a share of at least 256 KiB moved: smaller inputs run on the calling
 // thread. After a call the workers spin for 50 us (yielding the CPU each
 // round) before they sleep, so that back-to-back calls find them running; a
-// call never waits for a sleeping worker to wake. Callers that own their
-// threads pass an Executor.
+// call never waits for a sleeping worker to wake. The environment variable
+// GLMNORM_SPIN_US sets the spin in microseconds (0: sleep at once, for cores
+// shared with other busy work), read when the pool is first built; a value
+// that is not a whole number from 0 to 1000000 makes that call fail with
+// glmnorm::Error. Callers that own their threads pass an Executor.
 #ifndef GLMNORM_EXECUTION_H_
 #define GLMNORM_EXECUTION_H_
 

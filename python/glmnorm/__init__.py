@@ -401,7 +401,7 @@ def set_num_threads(n):
     The pool uses min(n, the CPUs this process may run on), and num_threads() reports
     that; the default is every such CPU. Work under 256 KiB moved per thread runs on fewer
     threads, and workers spin for 50 us after a call before they sleep
-    (include/glmnorm/execution.h). The torch ops use the same pool (one native library, libglmnorm.so);
+    (GLMNORM_SPIN_US=0 turns the spin off; include/glmnorm/execution.h). The torch ops use the same pool (one native library, libglmnorm.so);
     independent of torch.set_num_threads."""
     _ext.set_num_threads(n)
 

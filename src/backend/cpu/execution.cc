@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <string>
@@ -16,25 +17,45 @@ namespace glmnorm {
 
 namespace {
 
-// How long a worker spins after a job before it sleeps, and how long a caller
-// spins for the workers' last tasks before it sleeps. Waking a sleeping thread
-// costs a futex call on each side, several microseconds in a VM: more than a
-// whole 16-token norm (docs/PERFORMANCE.md, "Threads for small calls"). A spin
-// reads one atomic and pauses; after kSpinNanos the thread sleeps as before.
-constexpr int64_t kSpinNanos = 50000;
-
 int64_t NowNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-// Spins until done() or kSpinNanos have passed; returns done(). Each round
-// yields the CPU: a worker woken onto its caller's CPU (the scheduler does
-// that) must not take the caller's time while the caller still works.
+}  // namespace
+
+// How long a worker spins after a job before it sleeps, and how long a caller
+// spins for the workers' last tasks before it sleeps. Waking a sleeping thread
+// costs a futex call on each side, several microseconds in a VM: more than a
+// whole 16-token norm (docs/PERFORMANCE.md, "Threads for small calls").
+// GLMNORM_SPIN_US=0 turns the spin off (machines whose cores are shared with
+// other busy work: OpenMP's OMP_WAIT_POLICY=passive is the same choice).
+int64_t ThreadPool::SpinNanosFrom(const char* env) {
+  if (env == nullptr || *env == '\0') return int64_t{50000};
+  char* end = nullptr;
+  errno = 0;
+  const long long us = std::strtoll(env, &end, 10);
+  if (errno != 0 || *end != '\0' || us < 0 || us > 1000000) {
+    throw Error(std::string("GLMNORM_SPIN_US must be a whole number of microseconds from 0 to "
+                            "1000000, got '") + env + "'");
+  }
+  return int64_t{us} * 1000;
+}
+
+int64_t ThreadPool::DefaultSpinNanos() {
+  static const int64_t nanos = SpinNanosFrom(std::getenv("GLMNORM_SPIN_US"));
+  return nanos;
+}
+
+// Spins until done() or spin_nanos_ have passed; returns done(). A spin reads
+// an atomic and yields the CPU each round: a worker woken onto its caller's
+// CPU (the scheduler does that) must not take the caller's time while the
+// caller still works.
 template <class Done>
-bool SpinFor(const Done& done) {
-  const int64_t until = NowNanos() + kSpinNanos;
+bool ThreadPool::SpinFor(const Done& done) const {
+  if (spin_nanos_ == 0) return done();
+  const int64_t until = NowNanos() + spin_nanos_;
   for (int i = 0;; ++i) {
     if (done()) return true;
     sched_yield();
@@ -42,9 +63,7 @@ bool SpinFor(const Done& done) {
   }
 }
 
-}  // namespace
-
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, int64_t spin_nanos) : spin_nanos_(spin_nanos) {
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 

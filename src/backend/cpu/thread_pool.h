@@ -1,8 +1,8 @@
 // A small persistent thread pool: workers are created once; between jobs each
-// spins for a short while (kSpinNanos) before it sleeps, so that back-to-back
-// calls (a model's layers, a decode loop) hand work to a running thread
-// instead of waking a sleeping one. One job runs at a time; the calling
-// thread works on it too.
+// spins for a short while (spin_nanos, 50 us by default) before it sleeps, so
+// that back-to-back calls (a model's layers, a decode loop) hand work to a
+// running thread instead of waking a sleeping one. One job runs at a time;
+// the calling thread works on it too.
 #ifndef GLMNORM_SRC_THREAD_POOL_H_
 #define GLMNORM_SRC_THREAD_POOL_H_
 
@@ -21,7 +21,10 @@ namespace glmnorm {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);  // caller included: spawns n - 1
+  // num_threads: caller included (spawns n - 1). spin_nanos: how long a worker
+  // spins after a job, and the caller for the workers' last tasks, before
+  // sleeping; 0 sleeps at once.
+  explicit ThreadPool(int num_threads, int64_t spin_nanos = DefaultSpinNanos());
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -36,10 +39,18 @@ class ThreadPool {
   // job costs the caller one wake-up call, not a thread handoff.
   void Run(size_t num_tasks, Executor::Task task, void* ctx);
 
+  // GLMNORM_SPIN_US (microseconds, 0 to 1000000) when set, else 50 us; read
+  // once per process. glmnorm::Error when it is not such a number.
+  static int64_t DefaultSpinNanos();
+  static int64_t SpinNanosFrom(const char* env);  // the rule, for a value
+
  private:
+  template <class Done>
+  bool SpinFor(const Done& done) const;
   void WorkerLoop();
   void Drain();  // takes tasks of the current job until none are left
 
+  const int64_t spin_nanos_;
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // held by the caller whose job is running
 
