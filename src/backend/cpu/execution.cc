@@ -65,6 +65,14 @@ bool ThreadPool::SpinFor(const Done& done) const {
 
 ThreadPool::ThreadPool(int num_threads, int64_t spin_nanos) : spin_nanos_(spin_nanos) {
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  // The pool is used only once every worker has started. Otherwise a fork()
+  // right after the first call could copy a worker still inside its thread
+  // start, holding an allocator lock that no thread of the child releases:
+  // ASan's allocator (GCC 12) has no fork handlers, and such children hung in
+  // calloc (Threading.ForkChildRunsOpsResizesAndExits under ASan, once the
+  // 256 KiB gate made its parent's call the one that started the workers).
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return started_ == workers_.size(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -86,6 +94,11 @@ void ThreadPool::Drain() {
 }
 
 void ThreadPool::WorkerLoop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++started_;
+  }
+  done_.notify_all();
   uint64_t seen = 0;
   for (;;) {
     SpinFor([&] { return generation_.load(std::memory_order_acquire) != seen; });

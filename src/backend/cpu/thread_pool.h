@@ -75,6 +75,7 @@ class ThreadPool {
   // for the last tasks to finish.
   bool open_ = false;
   std::atomic<size_t> active_{0};
+  size_t started_ = 0;  // workers that reached WorkerLoop (the constructor waits for all)
 };
 
 // The number of CPUs this process may run on (sched_getaffinity on Linux,
