@@ -65,14 +65,17 @@ bool ThreadPool::SpinFor(const Done& done) const {
 
 ThreadPool::ThreadPool(int num_threads, int64_t spin_nanos) : spin_nanos_(spin_nanos) {
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
-  // The pool is used only once every worker has started. Otherwise a fork()
-  // right after the first call could copy a worker still inside its thread
-  // start, holding an allocator lock that no thread of the child releases:
-  // ASan's allocator (GCC 12) has no fork handlers, and such children hung in
-  // calloc (Threading.ForkChildRunsOpsResizesAndExits under ASan, once the
-  // 256 KiB gate made its parent's call the one that started the workers).
+  // The pool is used once every worker has started. Otherwise a fork() right
+  // after the first call could copy a worker still inside its thread start,
+  // holding an allocator lock that no thread of the child releases: ASan's
+  // allocator (GCC 12) has no fork handlers, and such children hung in calloc
+  // (Threading.ForkChildRunsOpsResizesAndExits under ASan, once the 256 KiB
+  // gate made its parent's call the one that started the workers). At most
+  // 2 s: a worker that cannot start (a child forked while another thread of
+  // its parent was in ASan's allocator) must not hang the caller, who runs
+  // the tasks alone meanwhile.
   std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return started_ == workers_.size(); });
+  done_.wait_for(lock, std::chrono::seconds(2), [&] { return started_ == workers_.size(); });
 }
 
 ThreadPool::~ThreadPool() {
