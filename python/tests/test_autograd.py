@@ -166,7 +166,17 @@ def test_mixed_dtypes_and_single_rounding_match_torch(gen):
     dx, dw = _glmnorm_grads(x, w, dy)
     assert dx.dtype == torch.bfloat16 and dw.dtype == torch.float32
     _assert_bf16_dx_close(dx, dx_ref)
-    torch.testing.assert_close(dw, dw_ref, rtol=1e-5, atol=1e-5 * float(dw_ref.abs().max()))
+    # dweight sums dy * bf16(x * r) over the rows. Where x * r lies within a few float32 ulps
+    # of a bf16 tie, torch's r and glmnorm's (the last bit may differ) round it to neighbouring
+    # bf16 values: that term may differ by one bf16 ulp of x * r (seed 1997094142: row 7 of
+    # column 56, 5.4e-4 = |dy| * ulp). Every other difference is the float32 sums' rounding.
+    xf = x.float()
+    h = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)
+    ulp = _bf16_ulp_at(h.abs().clamp_min(2.0**-126))
+    near_tie = ((h.abs() / ulp).frac() - 0.5).abs() < 2.0**-13  # 8 float32 ulps
+    flips = (dy.abs() * ulp * near_tie).sum(0)
+    limit = flips + 1e-5 * dw_ref.abs() + 1e-5 * float(dw_ref.abs().max())
+    assert bool(((dw - dw_ref).abs() <= limit).all()), float(((dw - dw_ref).abs() - limit).max())
 
     xf = _unit(gen, (16, 128)).requires_grad_()
     wf = gammas(gen, 128, torch.float32).requires_grad_()
