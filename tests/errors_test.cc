@@ -165,6 +165,28 @@ TEST(Errors, SetNumThreadsBelowOne) {
     EXPECT_THAT(e.what(), HasSubstr("SetNumThreads: n must be >= 1, got 0"));
   }
 }
+// A binding's scalars: refused by their own value, never narrowed (a
+// narrowed 2**32 + 2 heads would be 2 heads; 1e300 eps would become inf).
+TEST(Errors, BindingScalarsOutOfRangeAreRefusedNotNarrowed) {
+  EXPECT_EQ(Int32Argument("head_dim", 128), 128);
+  EXPECT_EQ(Int32Argument("n", INT32_MIN), INT32_MIN);
+  EXPECT_EQ(Float32Argument("eps", 1e-5), 1e-5f);
+  EXPECT_TRUE(std::isinf(Float32Argument("eps", HUGE_VAL)));  // the op judges inf and NaN
+  EXPECT_TRUE(std::isnan(Float32Argument("eps", NAN)));
+  try {
+    Int32Argument("num_q_heads", (int64_t{1} << 32) + 2);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "num_q_heads must fit in 32 bits, got 4294967298");
+  }
+  try {
+    Float32Argument("eps", -1e300);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "eps must fit in float32, got -1e+300");
+  }
+}
+
 TEST(Errors, EmptyBatchIsNotAnError) {
   std::vector<float> g(8, 1.0f);
   RmsNorm(Contiguous<const void*>(nullptr, DType::kF32, {0, 8}),

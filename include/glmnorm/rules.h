@@ -4,6 +4,7 @@
 #ifndef GLMNORM_RULES_H_
 #define GLMNORM_RULES_H_
 
+#include <cstdint>
 #include <string_view>
 
 #include "glmnorm/base.h"
@@ -24,6 +25,14 @@ class DTypeError : public Error {
 // RoundingFromName throws Error naming `rounding` for any other string.
 std::string_view RoundingName(Rounding rounding);
 Rounding RoundingFromName(std::string_view name);
+
+// Scalar arguments as a binding receives them (Python's float and int,
+// torch's double and int64) -> the library's float and int, refused rather
+// than narrowed: Error "<name> must fit in float32, got <value>" for a finite
+// value past float32's range (inf and NaN pass on: the op judges them), and
+// "<name> must fit in 32 bits, got <value>" for an integer past int32's.
+float Float32Argument(std::string_view name, double value);
+int Int32Argument(std::string_view name, int64_t value);
 
 // The checks every op makes of its NormOptions (eps finite and >= 0,
 // weight_offset finite), for a binding that takes options before any call

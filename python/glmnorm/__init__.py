@@ -20,6 +20,7 @@ PyTorch users: ``glmnorm.torch`` registers the same functions as ``torch.ops.glm
 (torch.compile keeps them) and patches Transformers' GLM-4.5 models.
 """
 
+import math as _math
 import os as _os
 from collections import namedtuple as _namedtuple
 
@@ -149,15 +150,10 @@ def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, h
     """
     fn = "glmnorm.qk_norm"  # named in error messages
     qkv = _as_array(qkv, "qkv", fn)
-    if out is None:
-        if _arrays.is_torch(qkv):
-            out = qkv.clone()
-        else:
-            out = qkv.copy()
-        qkv_in = out
+    if out is None:  # a copy (v carried over), normalised in place
+        out = qkv_in = qkv.clone() if _arrays.is_torch(qkv) else qkv.copy()
     else:
-        qkv_in = qkv
-        out = _as_array(out, "out", fn)
+        qkv_in, out = qkv, _as_array(out, "out", fn)
     din = _desc(qkv_in, "qkv", fn)
     dout = din if out is qkv_in else _desc(out, "out", fn, True)
     if out is qkv_in:
@@ -176,13 +172,8 @@ def _quant_out(fn, x, shape, dtype, out, scale, scales):
         raise TypeError(f"{fn}: dtype must be int8 or float8_e4m3fn, got {dtype!r}")
     out = _arrays.empty_like(x, shape, code) if out is None else _as_array(out, "out", fn)
     if scale is None:
-        if scales is None:
-            rows = 1
-            for s in shape[:-1]:
-                rows *= s
-            scales = _arrays.empty_like(x, (rows,), F32)
-        else:
-            scales = _as_array(scales, "scales", fn)
+        scales = (_arrays.empty_like(x, (_math.prod(shape[:-1]),), F32) if scales is None
+                  else _as_array(scales, "scales", fn))
         return out, scales, _desc(scales, "scales", fn, True)
     return out, None, _arrays.EMPTY
 
@@ -232,6 +223,13 @@ def add_rms_norm_quant(residual, delta, weight, *, dtype="f8e4m3", scale=None,
 
 # --- backward (docs/BACKWARD.md) -----------------------------------------------------------
 
+def _float_code(a):
+    """a's dtype code when it is a float activation dtype, else F32 (the call itself then
+    reports the dtype)."""
+    code = _arrays.dtype_code(a)
+    return code if 0 <= code <= F16 else F32
+
+
 def _code_or(dtype, default, name, fn):
     if dtype is None:
         return default
@@ -275,14 +273,10 @@ def rms_norm_backward(x, weight, dy, *, eps=GLM_RMS_NORM_EPS, rounding="cast-the
     x = _as_array(x, "x", fn)
     weight = _as_array(weight, "weight", fn)
     dy = _as_array(dy, "dy", fn)
-    xc = _arrays.dtype_code(x)
-    if out is None:
-        out = _arrays.empty_like(x, x.shape, xc if 0 <= xc <= F16 else F32)
-    else:
-        out = _as_array(out, "out", fn)
-    wc = _arrays.dtype_code(weight)
+    out = _arrays.empty_like(x, x.shape, _float_code(x)) if out is None else _as_array(
+        out, "out", fn)
     dweight = _arrays.empty_like(x, (weight.shape[-1] if len(weight.shape) else 0,),
-                                 _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32, "dweight_dtype", fn))
+                                 _code_or(dweight_dtype, _float_code(weight), "dweight_dtype", fn))
     _ext.rms_norm_backward(_desc(x, "x", fn), _desc(weight, "weight", fn), _desc(dy, "dy", fn),
                            _desc(out, "out", fn, True), _desc(dweight, "dweight", fn, True),
                            _opt_desc(rstd, "rstd", fn), eps, rounding, weight_offset)
@@ -314,8 +308,7 @@ def add_rms_norm_backward(residual, weight, dy, d_residual_out=None, *,
     residual = _as_array(residual, "residual", fn)
     weight = _as_array(weight, "weight", fn)
     dy = _as_array(dy, "dy", fn)
-    rc = _arrays.dtype_code(residual)
-    rc = rc if 0 <= rc <= F16 else F32
+    rc = _float_code(residual)
     out = _arrays.empty_like(residual, residual.shape, rc) if out is None else _as_array(
         out, "out", fn)
     d_delta = None
@@ -323,9 +316,8 @@ def add_rms_norm_backward(residual, weight, dy, d_residual_out=None, *,
         dc = _code_or(delta_dtype, rc, "delta_dtype", fn)
         if dc != rc:
             d_delta = _arrays.empty_like(residual, residual.shape, dc)
-    wc = _arrays.dtype_code(weight)
     dweight = _arrays.empty_like(residual, (weight.shape[-1] if len(weight.shape) else 0,),
-                                 _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32, "dweight_dtype", fn))
+                                 _code_or(dweight_dtype, _float_code(weight), "dweight_dtype", fn))
     _ext.add_rms_norm_backward(
         _desc(residual, "residual", fn), _desc(weight, "weight", fn), _desc(dy, "dy", fn),
         _opt_desc(d_residual_out, "d_residual_out", fn), _desc(out, "out", fn, True),
@@ -365,17 +357,12 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
     _ext.check_args(fn, heads)  # integers, before any size is used below
     qkv_desc = _desc(qkv, "qkv", fn)
     dout = _desc(dqkv, "dqkv", fn)  # checked by the library as given: no copy, no conversion
-    fresh = out is None
-    if fresh:
-        # qkv's dtype and shape; v's columns are copied from dqkv after the call.
-        out = _arrays.empty_like(qkv, qkv.shape, qkv_desc[1])
-    else:
-        out = _as_array(out, "out", fn)
+    fresh = out is None  # then qkv's dtype and shape; v's columns copied from dqkv after the call
+    out = _arrays.empty_like(qkv, qkv.shape, qkv_desc[1]) if fresh else _as_array(out, "out", fn)
     din = _desc(out, "out", fn, True)
     if out is dqkv:
         dout = din
-    wc = _arrays.dtype_code(q_weight)
-    code = _code_or(dweight_dtype, wc if 0 <= wc <= F16 else F32, "dweight_dtype", fn)
+    code = _code_or(dweight_dtype, _float_code(q_weight), "dweight_dtype", fn)
     # A head_dim that cannot be right (the library then says why) gets empty
     # gradients instead of an allocation of that size.
     width = qkv.shape[-1] if len(qkv.shape) else 0
@@ -389,10 +376,7 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
                           rotary_dim, *_rope(fn, rotary_dim, cos, sin, positions))
     if fresh and num_v_heads > 0:
         v = slice((num_q_heads + num_k_heads) * head_dim, None)
-        if _arrays.is_torch(out):
-            out[..., v].copy_(dqkv[..., v])
-        else:
-            out[..., v] = dqkv[..., v]
+        out[..., v] = dqkv[..., v]  # converted to out's dtype (numpy and torch alike)
     return out, dq, dk
 
 

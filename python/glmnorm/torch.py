@@ -49,6 +49,9 @@ RuntimeError saying so when called with inputs that require grad in grad mode. T
 themselves have no backward (no double backward).
 """
 
+import functools
+import inspect
+
 import torch
 from torch import nn
 
@@ -217,7 +220,7 @@ def _explain(op, error, args):
     """Re-raises torch's RuntimeError for an argument of the wrong Python type (the
     dispatcher's message quotes the whole schema) as the TypeError / ValueError the
     package's functions give, naming the op and the argument; any other error as it was.
-    `args`: the wrapper's arguments by name (its locals()). Runs only after a call failed:
+    `args`: the wrapper's arguments by name. Runs only after a call failed:
     the calls that succeed pay nothing for it."""
     fn = f"glmnorm.{op}"
     for a in getattr(torch.ops.glmnorm, op).default._schema.arguments:
@@ -236,94 +239,88 @@ def _explain(op, error, args):
     raise error
 
 
+def _entry(op):
+    """Decorator: the decorated function (a signature and a docstring) becomes a call of
+    torch.ops.glmnorm.<op> with the same arguments; on torch's RuntimeError for an
+    argument of the wrong Python type, the package's TypeError / ValueError (_explain).
+    Defaults the schema lacks (the quant ops' dtype) come from the function's signature;
+    an op that returns nothing (qk_norm_) returns its first argument."""
+    overload = getattr(torch.ops.glmnorm, op).default
+    schema_defaults = {a.name for a in overload._schema.arguments if a.has_default_value()}
+
+    def wrap(fn):
+        params = list(inspect.signature(fn).parameters.values())
+        names = [p.name for p in params]
+        defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        extra = [(k, p.name, p.default) for k, p in enumerate(params)
+                 if p.default is not p.empty and p.name not in schema_defaults]
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            for k, name, default in extra:
+                if len(args) <= k and name not in kwargs:
+                    kwargs[name] = default
+            try:
+                out = overload(*args, **kwargs)
+            except RuntimeError as e:
+                _explain(op, e, {**defaults, **dict(zip(names, args)), **kwargs})
+            return (args[0] if args else kwargs[names[0]]) if out is None else out
+        return call
+    return wrap
+
+
+@_entry("rms_norm")
 def rms_norm(x, weight, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
     """torch.ops.glmnorm.rms_norm: y = RMSNorm(x) (see glmnorm.rms_norm)."""
-    try:
-        return torch.ops.glmnorm.rms_norm(x, weight, eps, rounding, weight_offset)
-    except RuntimeError as e:
-        _explain("rms_norm", e, locals())
 
 
+@_entry("add_rms_norm")
 def add_rms_norm(residual, delta, weight, eps=1e-5, rounding="cast-then-scale",
                  weight_offset=0.0, normalize_rounded_sum=True):
     """torch.ops.glmnorm.add_rms_norm: residual += delta in place; returns the norm."""
-    try:
-        return torch.ops.glmnorm.add_rms_norm(residual, delta, weight, eps, rounding,
-                                              weight_offset, normalize_rounded_sum)
-    except RuntimeError as e:
-        _explain("add_rms_norm", e, locals())
 
 
+@_entry("qk_norm_")
 def qk_norm_(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim,
              eps=1e-5, rounding="cast-then-scale", weight_offset=0.0, rotary_dim=0, cos=None,
              sin=None, positions=None):
     """torch.ops.glmnorm.qk_norm_: QK-norm (+ RoPE) of a fused QKV tensor in place; v
     untouched. Returns qkv."""
-    try:
-        torch.ops.glmnorm.qk_norm_(qkv, q_weight, k_weight, num_q_heads, num_k_heads,
-                                   num_v_heads, head_dim, eps, rounding, weight_offset,
-                                   rotary_dim, cos, sin, positions)
-    except RuntimeError as e:
-        _explain("qk_norm_", e, locals())
-    return qkv
 
 
+@_entry("qk_norm")
 def qk_norm(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim,
             eps=1e-5, rounding="cast-then-scale", weight_offset=0.0, rotary_dim=0, cos=None,
             sin=None, positions=None):
     """torch.ops.glmnorm.qk_norm: out-of-place qk_norm_ (a new tensor, v copied)."""
-    try:
-        return torch.ops.glmnorm.qk_norm(qkv, q_weight, k_weight, num_q_heads, num_k_heads,
-                                         num_v_heads, head_dim, eps, rounding, weight_offset,
-                                         rotary_dim, cos, sin, positions)
-    except RuntimeError as e:
-        _explain("qk_norm", e, locals())
 
 
+@_entry("rms_norm_quant")
 def rms_norm_quant(x, weight, dtype=torch.float8_e4m3fn, scale=None, eps=1e-5,
                    rounding="cast-then-scale", weight_offset=0.0):
     """torch.ops.glmnorm.rms_norm_quant: (q, scales) (see glmnorm.rms_norm_quant)."""
-    try:
-        return torch.ops.glmnorm.rms_norm_quant(x, weight, dtype, scale, eps, rounding,
-                                                weight_offset)
-    except RuntimeError as e:
-        _explain("rms_norm_quant", e, locals())
 
 
+@_entry("add_rms_norm_quant")
 def add_rms_norm_quant(residual, delta, weight, dtype=torch.float8_e4m3fn, scale=None,
                        eps=1e-5, rounding="cast-then-scale", weight_offset=0.0,
                        normalize_rounded_sum=True):
     """torch.ops.glmnorm.add_rms_norm_quant: residual += delta in place; (q, scales)."""
-    try:
-        return torch.ops.glmnorm.add_rms_norm_quant(residual, delta, weight, dtype, scale, eps,
-                                                    rounding, weight_offset,
-                                                    normalize_rounded_sum)
-    except RuntimeError as e:
-        _explain("add_rms_norm_quant", e, locals())
 
 
+@_entry("rms_norm_backward")
 def rms_norm_backward(x, weight, dy, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0):
     """torch.ops.glmnorm.rms_norm_backward: (dx, dweight) of rms_norm given dy (dx in x's
     dtype, dweight in weight's; see glmnorm.rms_norm_backward)."""
-    try:
-        return torch.ops.glmnorm.rms_norm_backward(x, weight, dy, eps, rounding, weight_offset)
-    except RuntimeError as e:
-        _explain("rms_norm_backward", e, locals())
 
 
+@_entry("qk_norm_backward")
 def qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads, num_k_heads, num_v_heads,
                      head_dim, eps=1e-5, rounding="cast-then-scale", weight_offset=0.0,
                      rotary_dim=0, cos=None, sin=None, positions=None):
     """torch.ops.glmnorm.qk_norm_backward: (dqkv_in, dq_weight, dk_weight) of qk_norm, with the
     forward's RoPE arguments when it had RoPE (dqkv is then the gradient of the rotated
     heads); v's gradient passed through from dqkv."""
-    try:
-        return torch.ops.glmnorm.qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads,
-                                                  num_k_heads, num_v_heads, head_dim, eps,
-                                                  rounding, weight_offset, rotary_dim, cos,
-                                                  sin, positions)
-    except RuntimeError as e:
-        _explain("qk_norm_backward", e, locals())
 
 
 # --- nn.Module and the Glm4Moe patch ----------------------------------------------------

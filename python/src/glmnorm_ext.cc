@@ -62,58 +62,64 @@ glmnorm::BasicTensorView<Ptr> ToView(const char* fn, const Desc& d, const char* 
   return v;
 }
 
+// Runs f (a library call, or a rule of the library's); a glmnorm::Error it
+// throws is reworded for the Python caller (messages.h: the Python function
+// and argument names), its kind kept.
+template <typename F>
+auto Named(const char* fn, F&& f, std::initializer_list<glmnorm_python::Rename> renames = {}) {
+  try {
+    return f();
+  } catch (const glmnorm::DTypeError& e) {
+    throw glmnorm::DTypeError(glmnorm_python::PythonMessage(fn, e.what(), renames));
+  } catch (const glmnorm::Error& e) {
+    throw glmnorm::Error(glmnorm_python::PythonMessage(fn, e.what(), renames));
+  }
+}
+
 // Scalar arguments arrive as Python objects and are converted here, so that
 // a wrong type is a TypeError naming the function and the argument (not
-// nanobind's signature dump) and an int out of range a ValueError (not a
-// narrowing cast). `fn` is the Python function ("glmnorm.rms_norm").
+// nanobind's signature dump); the range is the library's rule
+// (Float32Argument, Int32Argument: refused, not narrowed). `fn` is the
+// Python function ("glmnorm.rms_norm").
+[[noreturn]] void WrongType(const char* fn, const char* name, const char* expected, nb::handle h) {
+  throw nb::type_error((std::string(fn) + ": " + name + " must be " + expected + ", got " +
+                        nb::inst_name(h).c_str()).c_str());
+}
+
 float Float(const char* fn, const char* name, nb::handle h) {
   if ((!PyFloat_Check(h.ptr()) && !PyLong_Check(h.ptr())) || PyBool_Check(h.ptr())) {
-    throw nb::type_error((std::string(fn) + ": " + name + " must be a float, got " +
-                          nb::inst_name(h).c_str()).c_str());
+    WrongType(fn, name, "a float", h);
   }
   const double v = PyFloat_AsDouble(h.ptr());
   if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();  // an int past double's range
-  // The library takes float32: a finite value past its range is refused
-  // here, by its own value, not passed on as inf.
-  if (std::isfinite(v) && std::fabs(v) > FLT_MAX) {
-    throw nb::value_error((std::string(fn) + ": " + name + " must fit in float32, got " +
-                           nb::str(h).c_str()).c_str());
-  }
-  return static_cast<float>(v);
+  return Named(fn, [&] { return glmnorm::Float32Argument(name, v); });
 }
 
 int Int(const char* fn, const char* name, nb::handle h) {
   if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
-    throw nb::type_error((std::string(fn) + ": " + name + " must be an int, got " +
-                          nb::inst_name(h).c_str()).c_str());
+    WrongType(fn, name, "an int", h);
   }
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
-  if (overflow != 0 || v < INT32_MIN || v > INT32_MAX) {
+  if (overflow != 0) {  // past int64: the library's rule cannot even be given the value
     throw nb::value_error((std::string(fn) + ": " + name + " must fit in 32 bits, got " +
                            nb::str(h).c_str()).c_str());
   }
-  return static_cast<int>(v);
+  return Named(fn, [&] { return glmnorm::Int32Argument(name, v); });
 }
 
 bool Bool(const char* fn, const char* name, nb::handle h) {
   if (!PyBool_Check(h.ptr())) {
-    throw nb::type_error((std::string(fn) + ": " + name + " must be a bool, got " +
-                          nb::inst_name(h).c_str()).c_str());
+    WrongType(fn, name, "a bool", h);
   }
   return h.ptr() == Py_True;
 }
 
 glmnorm::Rounding RoundingOf(const char* fn, nb::handle h) {
   if (!PyUnicode_Check(h.ptr())) {
-    throw nb::type_error((std::string(fn) + ": rounding must be a str ('cast-then-scale' or "
-                          "'single'), got " + nb::inst_name(h).c_str()).c_str());
+    WrongType(fn, "rounding", "a str ('cast-then-scale' or 'single')", h);
   }
-  try {
-    return glmnorm::RoundingFromName(nb::cast<std::string>(h));
-  } catch (const glmnorm::Error& e) {
-    throw nb::value_error((std::string(fn) + ": " + e.what()).c_str());
-  }
+  return Named(fn, [&] { return glmnorm::RoundingFromName(nb::cast<std::string>(h)); });
 }
 
 // (eps, rounding, weight_offset) of every norm.
@@ -174,19 +180,13 @@ glmnorm::Rope RopeOf(const char* fn, H rotary_dim, const Desc& cos, const Desc& 
   return rope;
 }
 
-// Runs a library call with the GIL released; its errors are reworded for
-// the Python caller (messages.h: the Python function and argument names),
-// their kind kept.
+// Runs a library call with the GIL released (errors as Named).
 template <typename F>
 void Run(const char* fn, F&& call, std::initializer_list<glmnorm_python::Rename> renames = {}) {
-  try {
+  Named(fn, [&] {
     nb::gil_scoped_release release;
     call();
-  } catch (const glmnorm::DTypeError& e) {
-    throw glmnorm::DTypeError(glmnorm_python::PythonMessage(fn, e.what(), renames));
-  } catch (const glmnorm::Error& e) {
-    throw glmnorm::Error(glmnorm_python::PythonMessage(fn, e.what(), renames));
-  }
+  }, renames);
 }
 
 void RmsNorm(const Desc& x, const Desc& gamma, const Desc& y, H eps, H rounding,

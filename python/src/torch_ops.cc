@@ -32,24 +32,17 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
-#include <pthread.h>
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cfloat>
-#include <climits>
-#include <cmath>
-#include <cstdlib>
-#include <mutex>
-#include <new>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
+#include "glmnorm/output_cache.h"
 #include "messages.h"
 
 namespace glmnorm_torch {
@@ -68,31 +61,26 @@ namespace {
   TORCH_CHECK_VALUE(false, what);
 }
 
+// torch's dtypes and the library's, one table for both directions.
+constexpr std::pair<at::ScalarType, glmnorm::DType> kDTypes[] = {
+    {at::kFloat, glmnorm::DType::kF32},         {at::kBFloat16, glmnorm::DType::kBF16},
+    {at::kHalf, glmnorm::DType::kF16},          {at::kChar, glmnorm::DType::kI8},
+    {at::kFloat8_e4m3fn, glmnorm::DType::kF8E4M3}, {at::kLong, glmnorm::DType::kI64}};
+
 glmnorm::DType Code(const char* op, const at::Tensor& t, const char* name) {
   TORCH_CHECK_VALUE(t.device().is_cpu(), "glmnorm.", op, ": ", name,
                     ": glmnorm runs on the CPU; got a tensor on ", t.device());
-  switch (t.scalar_type()) {
-    case at::kFloat: return glmnorm::DType::kF32;
-    case at::kBFloat16: return glmnorm::DType::kBF16;
-    case at::kHalf: return glmnorm::DType::kF16;
-    case at::kChar: return glmnorm::DType::kI8;
-    case at::kFloat8_e4m3fn: return glmnorm::DType::kF8E4M3;
-    case at::kLong: return glmnorm::DType::kI64;
-    default:
-      TORCH_CHECK_TYPE(false, "glmnorm.", op, ": ", name, ": unsupported dtype ",
-                       t.scalar_type(), " (glmnorm takes float32, bfloat16, float16; int8 / "
-                       "float8_e4m3fn outputs; int64 positions)");
+  for (const auto& [torch_dtype, dtype] : kDTypes) {
+    if (t.scalar_type() == torch_dtype) return dtype;
   }
+  TORCH_CHECK_TYPE(false, "glmnorm.", op, ": ", name, ": unsupported dtype ", t.scalar_type(),
+                   " (glmnorm takes float32, bfloat16, float16; int8 / float8_e4m3fn outputs; "
+                   "int64 positions)");
 }
 
 at::ScalarType Torch(glmnorm::DType d) {
-  switch (d) {
-    case glmnorm::DType::kF32: return at::kFloat;
-    case glmnorm::DType::kBF16: return at::kBFloat16;
-    case glmnorm::DType::kF16: return at::kHalf;
-    case glmnorm::DType::kI8: return at::kChar;
-    case glmnorm::DType::kF8E4M3: return at::kFloat8_e4m3fn;
-    case glmnorm::DType::kI64: return at::kLong;
+  for (const auto& [torch_dtype, dtype] : kDTypes) {
+    if (d == dtype) return torch_dtype;
   }
   return at::kFloat;
 }
@@ -123,155 +111,50 @@ glmnorm::BasicTensorView<Ptr> View(const char* op, const at::Tensor& t, const ch
 // bumped the counter: harmless, no data changed).
 void MarkWritten(const at::Tensor& t) { torch::autograd::impl::bump_version(t); }
 
-// int64 arguments of the schema -> the library's int, refused (not
-// narrowed) when out of range.
-int Int(const char* op, int64_t v, const char* name) {
-  TORCH_CHECK_VALUE(v >= INT32_MIN && v <= INT32_MAX, "glmnorm.", op, ": ", name,
-                    " must fit in 32 bits, got ", v);
-  return static_cast<int>(v);
-}
-
-// A new output. A large one from PyTorch's allocator is a fresh mmap() each
-// call (glibc maps every allocation over 32 MiB anew and unmaps it on free),
-// so the kernel's first write faults it in and the OS zeroes every page: at
-// 4096 x 5120 that was 4-7x the kernel's own time with 4 KiB pages, and still
-// ~2x with huge pages (the zeroing). Outputs of 4 MiB or more therefore come
-// from OutputCache: blocks of whole 2 MiB huge pages that a freed output
-// returns for the next output of the same size class, so steady-state calls
-// (a model's layers, one after another) write memory that is already mapped.
-// The cache holds at most GLMNORM_TORCH_OUTPUT_CACHE_MB (default 512) MiB of
-// FREED blocks; 0 turns it off. docs/PYTHON.md, "Fresh outputs".
-constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kCacheMin = size_t{4} << 20;
-
-class OutputCache final : public c10::Allocator {
+// A new output: of kOutputCacheMinBytes or more from the library's output
+// cache (glmnorm/output_cache.h: a freed output's memory serves the next of
+// its size, already mapped, so steady-state calls pay no page faults;
+// docs/PYTHON.md, "Fresh outputs"), smaller ones from PyTorch's allocator.
+class CachedOutputs final : public c10::Allocator {
  public:
-  static OutputCache& Get() {
-    static OutputCache* cache = new OutputCache;  // never destroyed: outputs may outlive exit
-    return *cache;
-  }
-  bool enabled() const { return limit_ > 0; }
-
   c10::DataPtr allocate(size_t n) override {
-    const size_t bytes = (n + kHeader + kHugePage - 1) & ~(kHugePage - 1);  // the size class
-    Block* block = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (Block** p = &free_; *p != nullptr; p = &(*p)->next) {
-        if ((*p)->bytes == bytes) {
-          block = *p;
-          *p = block->next;
-          cached_ -= bytes;
-          break;
-        }
-      }
+    glmnorm::OutputBlock block;
+    try {
+      block = glmnorm::AcquireOutputBlock(n);
+    } catch (const glmnorm::Error& e) {  // its setting (GLMNORM_TORCH_OUTPUT_CACHE_MB)
+      TORCH_CHECK_VALUE(false, "glmnorm: ", e.what());
     }
-    if (block == nullptr) {
-      void* base = nullptr;
-      TORCH_CHECK(posix_memalign(&base, kHugePage, bytes) == 0, "glmnorm: out of memory (",
-                  bytes, " bytes for an output)");
-      madvise(base, bytes, MADV_HUGEPAGE);  // before the first touch: 2 MiB pages
-      block = new (base) Block{bytes, nullptr};
-    }
-    return {reinterpret_cast<char*>(block) + kHeader, block, &Release, c10::Device(c10::kCPU)};
+    return {block.data, block.owner, &glmnorm::ReleaseOutputBlock, c10::Device(c10::kCPU)};
   }
-
   void copy_data(void* dest, const void* src, size_t count) const override {
     default_copy_data(dest, src, count);
   }
-
- private:
-  struct Block {
-    size_t bytes;
-    Block* next;
-  };
-  static constexpr size_t kHeader = 64;  // keeps the data 64-byte aligned
-
-  OutputCache() {
-    const char* env = std::getenv("GLMNORM_TORCH_OUTPUT_CACHE_MB");
-    limit_ = (env != nullptr ? std::strtoull(env, nullptr, 10) : 512) << 20;
-    // fork(): the child must not inherit a lock held by another thread.
-    pthread_atfork([] { Get().mu_.lock(); }, [] { Get().mu_.unlock(); },
-                   [] { Get().mu_.unlock(); });
-  }
-
-  // A freed output's block goes to the front of the free list; the oldest
-  // blocks are unmapped while the list holds more than the limit (the newest
-  // are the likeliest to be asked for again: a model's shapes repeat).
-  static void Release(void* ctx) {
-    OutputCache& cache = Get();
-    Block* block = static_cast<Block*>(ctx);
-    Block* evicted = nullptr;
-    if (block->bytes <= cache.limit_) {
-      std::lock_guard<std::mutex> lock(cache.mu_);
-      block->next = cache.free_;
-      cache.free_ = block;
-      cache.cached_ += block->bytes;
-      while (cache.cached_ > cache.limit_) {
-        Block** oldest = &cache.free_;
-        while ((*oldest)->next != nullptr) oldest = &(*oldest)->next;
-        cache.cached_ -= (*oldest)->bytes;
-        (*oldest)->next = evicted;
-        evicted = *oldest;
-        *oldest = nullptr;
-      }
-    } else {
-      evicted = block;
-      evicted->next = nullptr;
-    }
-    while (evicted != nullptr) {  // unmapped outside the lock
-      Block* next = evicted->next;
-      std::free(evicted);
-      evicted = next;
-    }
-  }
-
-  std::mutex mu_;
-  Block* free_ = nullptr;  // the freed blocks, newest first
-  size_t cached_ = 0;      // their bytes
-  size_t limit_ = 0;
 };
 
 at::Tensor NewOutput(at::IntArrayRef sizes, const at::TensorOptions& options) {
-  OutputCache& cache = OutputCache::Get();
-  const size_t bytes = c10::multiply_integers(sizes) * options.dtype().itemsize();
-  if (bytes < kCacheMin) return at::empty(sizes, options);
-  if (!cache.enabled()) {
-    // A fresh mapping from PyTorch's allocator: at least ask for huge pages on
-    // its 2 MiB-aligned interior before the kernel's first write (512x fewer
-    // faults; the zeroing remains).
-    at::Tensor t = at::empty(sizes, options);
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data_ptr());
-    const uintptr_t lo = (begin + kHugePage - 1) & ~(kHugePage - 1);
-    const uintptr_t hi = (begin + bytes) & ~(kHugePage - 1);
-    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
-    return t;
+  static CachedOutputs* const cached = new CachedOutputs;  // never destroyed: outputs outlive exit
+  if (c10::multiply_integers(sizes) * options.dtype().itemsize() < glmnorm::kOutputCacheMinBytes) {
+    return at::empty(sizes, options);
   }
-  return at::detail::empty_generic(sizes, &cache, c10::DispatchKeySet(c10::DispatchKey::CPU),
+  return at::detail::empty_generic(sizes, cached, c10::DispatchKeySet(c10::DispatchKey::CPU),
                                    c10::typeMetaToScalarType(options.dtype()), std::nullopt);
 }
 
-// float arguments of the schema (double) -> the library's float32, refused
-// (not turned into inf) when finite but past float32's range.
-float Float(const char* op, double v, const char* name) {
-  TORCH_CHECK_VALUE(!std::isfinite(v) || std::fabs(v) <= FLT_MAX, "glmnorm.", op, ": ", name,
-                    " must fit in float32, got ", v);
-  return static_cast<float>(v);
-}
-
-glmnorm::NormOptions Options(const char* op, double eps, c10::string_view rounding,
+// The schema's double and int64 scalars become the library's float and int by
+// its rules (glmnorm::Float32Argument, Int32Argument: refused, not narrowed).
+glmnorm::NormOptions Options(double eps, c10::string_view rounding,
                              double weight_offset) {
   glmnorm::NormOptions o;
-  o.eps = Float(op, eps, "eps");
+  o.eps = glmnorm::Float32Argument("eps", eps);
   o.rounding = glmnorm::RoundingFromName(std::string_view(rounding.data(), rounding.size()));
-  o.weight_offset = Float(op, weight_offset, "weight_offset");
+  o.weight_offset = glmnorm::Float32Argument("weight_offset", weight_offset);
   return o;
 }
 
-glmnorm::AddNormOptions AddOptions(const char* op, double eps, c10::string_view rounding,
+glmnorm::AddNormOptions AddOptions(double eps, c10::string_view rounding,
                                    double weight_offset, bool normalize_rounded_sum) {
   glmnorm::AddNormOptions o;
-  static_cast<glmnorm::NormOptions&>(o) = Options(op, eps, rounding, weight_offset);
+  static_cast<glmnorm::NormOptions&>(o) = Options(eps, rounding, weight_offset);
   o.normalize_rounded_sum = normalize_rounded_sum;
   return o;
 }
@@ -280,7 +163,7 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps,
                    c10::string_view rounding, double weight_offset) {
   constexpr const char* kOp = "rms_norm";
   try {
-    const auto o = Options(kOp, eps, rounding, weight_offset);
+    const auto o = Options(eps, rounding, weight_offset);
     const auto xv = View<const void*>(kOp, x, "x");
     const auto wv = View<const void*>(kOp, weight, "weight");
     at::Tensor y = NewOutput(
@@ -298,7 +181,7 @@ at::Tensor AddRmsNorm(const at::Tensor& residual, const at::Tensor& delta,
                       double weight_offset, bool normalize_rounded_sum) {
   constexpr const char* kOp = "add_rms_norm";
   try {
-    const auto o = AddOptions(kOp, eps, rounding, weight_offset, normalize_rounded_sum);
+    const auto o = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
     const auto rv = View<void*>(kOp, residual, "residual");
     const auto dv = View<const void*>(kOp, delta, "delta");
     const auto wv = View<const void*>(kOp, weight, "weight");
@@ -314,13 +197,13 @@ at::Tensor AddRmsNorm(const at::Tensor& residual, const at::Tensor& delta,
   }
 }
 
-glmnorm::QkHeads Heads(const char* op, int64_t num_q_heads, int64_t num_k_heads,
+glmnorm::QkHeads Heads(int64_t num_q_heads, int64_t num_k_heads,
                        int64_t num_v_heads, int64_t head_dim) {
   glmnorm::QkHeads heads;
-  heads.num_q_heads = Int(op, num_q_heads, "num_q_heads");
-  heads.num_k_heads = Int(op, num_k_heads, "num_k_heads");
-  heads.num_v_heads = Int(op, num_v_heads, "num_v_heads");
-  heads.head_dim = Int(op, head_dim, "head_dim");
+  heads.num_q_heads = glmnorm::Int32Argument("num_q_heads", num_q_heads);
+  heads.num_k_heads = glmnorm::Int32Argument("num_k_heads", num_k_heads);
+  heads.num_v_heads = glmnorm::Int32Argument("num_v_heads", num_v_heads);
+  heads.head_dim = glmnorm::Int32Argument("head_dim", head_dim);
   return heads;
 }
 
@@ -329,7 +212,7 @@ glmnorm::Rope RopeOf(const char* op, int64_t rotary_dim, const std::optional<at:
                      const std::optional<at::Tensor>& sin,
                      const std::optional<at::Tensor>& positions) {
   glmnorm::Rope rope;
-  rope.rotary_dim = Int(op, rotary_dim, "rotary_dim");
+  rope.rotary_dim = glmnorm::Int32Argument("rotary_dim", rotary_dim);
   if (rotary_dim != 0) {
     TORCH_CHECK_VALUE(cos.has_value() && sin.has_value(), "glmnorm.", op,
                       ": rotary_dim > 0 needs cos and sin tables");
@@ -362,13 +245,13 @@ void QkCall(const char* op, const at::Tensor& in, const at::Tensor& out, bool wr
             const std::optional<at::Tensor>& positions) {
   glmnorm::QkHeads heads;
   try {
-    heads = Heads(op, num_q_heads, num_k_heads, num_v_heads, head_dim);
+    heads = Heads(num_q_heads, num_k_heads, num_v_heads, head_dim);
     const glmnorm::Rope rope = RopeOf(op, rotary_dim, cos, sin, positions);
     const auto in_view = View<const void*>(op, in, "qkv");
     const auto out_view = View<void*>(op, out, "qkv");
     const auto qw = View<const void*>(op, q_weight, "q_weight");
     const auto kw = View<const void*>(op, k_weight, "k_weight");
-    const auto o = Options(op, eps, rounding, weight_offset);
+    const auto o = Options(eps, rounding, weight_offset);
     if (written_in_place) MarkWritten(out);
     glmnorm::QkNorm(in_view, out_view, heads, qw, kw, o, rope);
   } catch (const glmnorm::Error& e) {
@@ -419,7 +302,7 @@ glmnorm::QuantOptions Quant(const char* op, std::optional<double> scale,
   glmnorm::QuantOptions q;
   if (scale.has_value()) {
     q.scaling = glmnorm::QuantScaling::kStatic;
-    q.scale = Float(op, *scale, "scale");
+    q.scale = glmnorm::Float32Argument("scale", *scale);
   } else {
     q.scaling = glmnorm::QuantScaling::kDynamicPerToken;
     q.scales = View<void*>(op, scales, "scales");
@@ -435,7 +318,7 @@ std::tuple<at::Tensor, at::Tensor> RmsNormQuant(const at::Tensor& x, const at::T
   constexpr const char* kOp = "rms_norm_quant";
   auto [q, scales] = QuantBuffers(kOp, x, dtype, scale);
   try {
-    const auto o = Options(kOp, eps, rounding, weight_offset);
+    const auto o = Options(eps, rounding, weight_offset);
     const auto xv = View<const void*>(kOp, x, "x");
     const auto wv = View<const void*>(kOp, weight, "weight");
     glmnorm::RmsNormQuant(xv, wv, View<void*>(kOp, q, "out"), Quant(kOp, scale, scales), o);
@@ -453,7 +336,7 @@ std::tuple<at::Tensor, at::Tensor> AddRmsNormQuant(
   constexpr const char* kOp = "add_rms_norm_quant";
   auto [q, scales] = QuantBuffers(kOp, residual, dtype, scale);
   try {
-    const auto o = AddOptions(kOp, eps, rounding, weight_offset, normalize_rounded_sum);
+    const auto o = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
     const auto rv = View<void*>(kOp, residual, "residual");
     const auto dv = View<const void*>(kOp, delta, "delta");
     const auto wv = View<const void*>(kOp, weight, "weight");
@@ -479,7 +362,7 @@ std::tuple<at::Tensor, at::Tensor> RmsNormBackward(const at::Tensor& x, const at
                                                    double weight_offset) {
   constexpr const char* kOp = "rms_norm_backward";
   try {
-    const auto o = Options(kOp, eps, rounding, weight_offset);
+    const auto o = Options(eps, rounding, weight_offset);
     const auto xv = View<const void*>(kOp, x, "x");
     const auto wv = View<const void*>(kOp, weight, "weight");
     const auto dyv = View<const void*>(kOp, dy, "dy");
@@ -504,9 +387,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> QkNormBackward(
     const std::optional<at::Tensor>& sin, const std::optional<at::Tensor>& positions) {
   constexpr const char* kOp = "qk_norm_backward";
   try {
-    const glmnorm::QkHeads heads = Heads(kOp, num_q_heads, num_k_heads, num_v_heads, head_dim);
+    const glmnorm::QkHeads heads = Heads(num_q_heads, num_k_heads, num_v_heads, head_dim);
     const glmnorm::Rope rope = RopeOf(kOp, rotary_dim, cos, sin, positions);
-    const auto o = Options(kOp, eps, rounding, weight_offset);
+    const auto o = Options(eps, rounding, weight_offset);
     // dqkv is checked by the library as given (dtype, shape: no conversion,
     // no broadcast); dqkv_in is new, in qkv's dtype, and v's columns are
     // copied from dqkv afterwards (v passes through).
@@ -528,6 +411,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> QkNormBackward(
 
 // --- autograd ---------------------------------------------------------------------
 
+// The op `name` ("glmnorm::rms_norm") as the dispatcher calls it.
+template <typename Fn>
+c10::TypedOperatorHandle<Fn> FindOp(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Fn>();
+}
+
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -543,9 +432,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             double eps, c10::string_view rounding, double weight_offset) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("glmnorm::rms_norm", "")
-                               .typed<decltype(RmsNorm)>();
+    static const auto op = FindOp<decltype(RmsNorm)>("glmnorm::rms_norm");
     at::Tensor y;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
@@ -559,9 +446,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("glmnorm::rms_norm_backward", "")
-                               .typed<decltype(RmsNormBackward)>();
+    static const auto op = FindOp<decltype(RmsNormBackward)>("glmnorm::rms_norm_backward");
     if (!grads[0].defined()) return variable_list(5);  // no gradient reached y
     const variable_list saved = ctx->get_saved_variables();
     const std::string rounding = ctx->saved_data["rounding"].toStringRef();
@@ -576,9 +461,7 @@ at::Tensor RmsNormAutograd(c10::DispatchKeySet keys, const at::Tensor& x,
                            const at::Tensor& weight, double eps, c10::string_view rounding,
                            double weight_offset) {
   if (!AnyRequiresGrad({&x, &weight})) {  // forward only: straight below autograd
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("glmnorm::rms_norm", "")
-                               .typed<decltype(RmsNorm)>();
+    static const auto op = FindOp<decltype(RmsNorm)>("glmnorm::rms_norm");
     return op.redispatch(keys & c10::after_autograd_keyset, x, weight, eps, rounding,
                          weight_offset);
   }
@@ -597,9 +480,7 @@ class QkNormFunction : public torch::autograd::Function<QkNormFunction> {
                             const std::optional<at::Tensor>& cos,
                             const std::optional<at::Tensor>& sin,
                             const std::optional<at::Tensor>& positions) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("glmnorm::qk_norm", "")
-                               .typed<QkFn>();
+    static const auto op = FindOp<QkFn>("glmnorm::qk_norm");
     at::Tensor out;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
@@ -618,9 +499,7 @@ class QkNormFunction : public torch::autograd::Function<QkNormFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("glmnorm::qk_norm_backward", "")
-                               .typed<decltype(QkNormBackward)>();
+    static const auto op = FindOp<decltype(QkNormBackward)>("glmnorm::qk_norm_backward");
     if (!grads[0].defined()) return variable_list(14);
     const variable_list saved = ctx->get_saved_variables();
     const std::vector<int64_t> h = ctx->saved_data["heads"].toIntVector();
@@ -659,9 +538,7 @@ at::Tensor QkNormAutograd(const at::Tensor& qkv, const at::Tensor& q_weight,
                                  head_dim, eps, rounding, weight_offset, rotary_dim, cos, sin,
                                  positions);
   }
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("glmnorm::qk_norm", "")
-                             .typed<QkFn>();
+  static const auto op = FindOp<QkFn>("glmnorm::qk_norm");
   at::AutoDispatchBelowADInplaceOrView guard;
   return op.call(qkv, q_weight, k_weight, num_q_heads, num_k_heads, num_v_heads, head_dim, eps,
                  rounding, weight_offset, rotary_dim, cos, sin, positions);

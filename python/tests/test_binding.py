@@ -369,3 +369,42 @@ def test_large_outputs_reuse_mapped_memory(cache_mb):
         assert faults < 16, f"{faults} page faults per call with the output cache"
     else:
         assert faults >= 5, f"{faults} page faults per call without the cache: not fresh?"
+
+
+def test_output_cache_setting_is_checked_and_named():
+    """A GLMNORM_TORCH_OUTPUT_CACHE_MB that is not a whole number of MiB fails the first large
+    output with a ValueError naming the variable and the value (the library's rule)."""
+    env = dict(os.environ, GLMNORM_TORCH_OUTPUT_CACHE_MB="64MB")
+    code = ("import torch, glmnorm.torch\n"
+            "x = torch.ones(1024, 4096)\n"
+            "try:\n"
+            "    torch.ops.glmnorm.rms_norm(x, torch.ones(4096))\n"
+            "except ValueError as e:\n"
+            "    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert ("GLMNORM_TORCH_OUTPUT_CACHE_MB must be a whole number of MiB from 0 to 1048576, "
+            "got '64MB'") in r.stdout, r.stdout
+
+
+def test_dtype_codes_match_the_library():
+    """The package's dtype codes (_arrays: F32 = 0 ...) are glmnorm::DType's values."""
+    assert glmnorm._ext.dtype_names() == list(glmnorm._arrays.NAMES)
+
+
+def test_wrappers_keep_their_defaults_and_returns():
+    """glmnorm.torch's entry points: the quant ops' dtype default (not in the schema), the
+    in-place qk_norm_ returning its qkv, positional and keyword calls alike."""
+    x, w = torch.randn(3, 64), torch.ones(64)
+    q, scales = gt.rms_norm_quant(x, w)
+    assert q.dtype == torch.float8_e4m3fn and scales.shape == (3,)
+    q8, _ = gt.rms_norm_quant(x, w, torch.int8, 0.05)
+    assert q8.dtype == torch.int8
+    assert gt.rms_norm_quant(x, weight=w, dtype=torch.int8)[0].dtype == torch.int8
+    qkv = torch.randn(2, 4 * 16)
+    kw = dict(num_q_heads=2, num_k_heads=1, num_v_heads=1, head_dim=16)
+    want = gt.qk_norm(qkv, torch.ones(16), torch.ones(16), **kw)
+    assert gt.qk_norm_(qkv, torch.ones(16), torch.ones(16), *kw.values()) is qkv
+    assert torch.equal(qkv, want)
+    assert gt.qk_norm_(qkv=qkv, q_weight=torch.ones(16), k_weight=torch.ones(16), **kw) is qkv

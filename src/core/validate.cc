@@ -1,6 +1,7 @@
 #include "core/validate.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <climits>
 #include <cmath>
 #include <sstream>
@@ -314,5 +315,19 @@ Rounding RoundingFromName(std::string_view name) {
 }
 
 void CheckNormOptions(const NormOptions& options) { validate::Options("NormOptions", options); }
+
+float Float32Argument(std::string_view name, double value) {
+  if (std::isfinite(value) && std::fabs(value) > FLT_MAX) {
+    throw Error(std::string(name) + " must fit in float32, got " + ShortestString(value));
+  }
+  return static_cast<float>(value);
+}
+
+int Int32Argument(std::string_view name, int64_t value) {
+  if (value < INT32_MIN || value > INT32_MAX) {
+    throw Error(std::string(name) + " must fit in 32 bits, got " + std::to_string(value));
+  }
+  return static_cast<int>(value);
+}
 
 }  // namespace glmnorm
