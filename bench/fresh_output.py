@@ -9,7 +9,7 @@ is shared: the minimum is the least disturbed), with the minor page faults per c
 
   out=       glmnorm.rms_norm(x, w, out=y), y reused (no faults: the kernel alone)
   op         torch.ops.glmnorm.rms_norm(x, w): a new output each call (from glmnorm's
-             output cache, python/src/torch_ops.cc; GLMNORM_TORCH_OUTPUT_CACHE_MB=0 turns
+             output cache, include/glmnorm/output_cache.h; GLMNORM_TORCH_OUTPUT_CACHE_MB=0 turns
              the cache off: then a fresh, huge-page-advised mapping each call)
   empty+fill torch.empty_like(x).fill_(1): PyTorch's own cost of a fresh output
 

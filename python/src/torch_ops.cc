@@ -25,6 +25,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/accumulate.h>
 #include <c10/util/Exception.h>
@@ -284,17 +285,16 @@ at::Tensor QkNorm(const at::Tensor& qkv, const at::Tensor& q_weight, const at::T
 }
 
 // (q, scales) of the quant ops: q [..., D] of `dtype`; scales float32, [rows]
-// per token (dynamic) or [1] holding the static scale.
+// per token (dynamic, the kernel writes them) or [1] holding the static scale.
 std::tuple<at::Tensor, at::Tensor> QuantBuffers(const char* op, const at::Tensor& like,
                                                 at::ScalarType dtype,
                                                 std::optional<double> scale) {
   TORCH_CHECK_TYPE(dtype == at::kChar || dtype == at::kFloat8_e4m3fn, "glmnorm.", op,
                    ": dtype must be torch.int8 or torch.float8_e4m3fn, got ", dtype);
   const int64_t rows = like.dim() == 0 ? 1 : like.numel() / std::max<int64_t>(like.size(-1), 1);
-  at::Tensor q = NewOutput(like.sizes(), like.options().dtype(dtype));
-  at::Tensor scales = at::empty({scale.has_value() ? int64_t{1} : rows},
-                                like.options().dtype(at::kFloat));
-  return {q, scales};
+  const auto f32 = like.options().dtype(at::kFloat);
+  return {NewOutput(like.sizes(), like.options().dtype(dtype)),
+          scale.has_value() ? at::full({1}, *scale, f32) : at::empty({rows}, f32)};
 }
 
 glmnorm::QuantOptions Quant(const char* op, std::optional<double> scale,
@@ -316,17 +316,16 @@ std::tuple<at::Tensor, at::Tensor> RmsNormQuant(const at::Tensor& x, const at::T
                                                 c10::string_view rounding,
                                                 double weight_offset) {
   constexpr const char* kOp = "rms_norm_quant";
-  auto [q, scales] = QuantBuffers(kOp, x, dtype, scale);
   try {
+    auto [q, scales] = QuantBuffers(kOp, x, dtype, scale);
     const auto o = Options(eps, rounding, weight_offset);
     const auto xv = View<const void*>(kOp, x, "x");
     const auto wv = View<const void*>(kOp, weight, "weight");
     glmnorm::RmsNormQuant(xv, wv, View<void*>(kOp, q, "out"), Quant(kOp, scale, scales), o);
+    return {q, scales};
   } catch (const glmnorm::Error& e) {
     Rethrow(kOp, e);
   }
-  if (scale.has_value()) scales.fill_(*scale);
-  return {q, scales};
 }
 
 std::tuple<at::Tensor, at::Tensor> AddRmsNormQuant(
@@ -334,8 +333,8 @@ std::tuple<at::Tensor, at::Tensor> AddRmsNormQuant(
     at::ScalarType dtype, std::optional<double> scale, double eps, c10::string_view rounding,
     double weight_offset, bool normalize_rounded_sum) {
   constexpr const char* kOp = "add_rms_norm_quant";
-  auto [q, scales] = QuantBuffers(kOp, residual, dtype, scale);
   try {
+    auto [q, scales] = QuantBuffers(kOp, residual, dtype, scale);
     const auto o = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
     const auto rv = View<void*>(kOp, residual, "residual");
     const auto dv = View<const void*>(kOp, delta, "delta");
@@ -344,11 +343,10 @@ std::tuple<at::Tensor, at::Tensor> AddRmsNormQuant(
     const auto quant = Quant(kOp, scale, scales);
     MarkWritten(residual);
     glmnorm::AddRmsNormQuant(rv, dv, wv, qv, quant, o);
+    return {q, scales};
   } catch (const glmnorm::Error& e) {
     Rethrow(kOp, e);
   }
-  if (scale.has_value()) scales.fill_(*scale);
-  return {q, scales};
 }
 
 // --- backward kernels ---------------------------------------------------------
@@ -511,10 +509,8 @@ class QkNormFunction : public torch::autograd::Function<QkNormFunction> {
                                   h[1], h[2], h[3], ctx->saved_data["eps"].toDouble(), rounding,
                                   ctx->saved_data["weight_offset"].toDouble(), h[4],
                                   optional(saved[3]), optional(saved[4]), optional(saved[5]));
-    variable_list out(14);
-    out[0] = dqkv;
-    out[1] = dq;
-    out[2] = dk;
+    variable_list out{dqkv, dq, dk};
+    out.resize(14);  // no gradient for the other arguments
     return out;
   }
 };
