@@ -29,7 +29,7 @@ namespace glmnorm {
 inline constexpr size_t kOutputCacheMinBytes = size_t{4} << 20;
 
 struct OutputBlock {
-  void* data = nullptr;   // at least the bytes asked for, 64-byte aligned
+  void* data = nullptr;   // at least the bytes asked for, 2 KiB into a 4 KiB page
   void* owner = nullptr;  // what ReleaseOutputBlock takes back
 };
 

@@ -151,7 +151,8 @@ def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, h
     fn = "glmnorm.qk_norm"  # named in error messages
     qkv = _as_array(qkv, "qkv", fn)
     if out is None:  # a copy (v carried over), normalised in place
-        out = qkv_in = qkv.clone() if _arrays.is_torch(qkv) else qkv.copy()
+        out = qkv_in = _arrays.empty_like(qkv, qkv.shape, _desc(qkv, "qkv", fn)[1])
+        out[...] = qkv
     else:
         qkv_in, out = qkv, _as_array(out, "out", fn)
     din = _desc(qkv_in, "qkv", fn)

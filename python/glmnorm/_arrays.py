@@ -6,6 +6,8 @@ address is the caller's memory. Outputs are allocated here (numpy or torch,
 the kind of the main input) only when the caller passes no ``out``.
 """
 
+import math
+
 import numpy as np
 
 try:
@@ -24,6 +26,8 @@ if _ml is not None:
     _NP_CODES[np.dtype(_ml.bfloat16)] = BF16
     _NP_CODES[np.dtype(_ml.float8_e4m3fn)] = F8E4M3
 _NP_DTYPES = {code: dt for dt, code in _NP_CODES.items()}
+
+from . import _glmnorm as _ext
 
 _torch = None  # the torch module once a tensor has been seen
 _TORCH_CODES = {}
@@ -135,10 +139,19 @@ def dtype_code(a):
 
 
 def empty_like(a, shape, code):
-    """A new contiguous array of the kind of `a` (numpy or torch)."""
+    """A new contiguous array of the kind of `a` (numpy or torch). Large ones (4 MiB and
+    more) live in a block of the library's output cache, so that a freed output's memory
+    serves the next call already mapped (docs/PYTHON.md, "Fresh outputs")."""
+    dtype = _NP_DTYPES[code]
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < _ext.OUTPUT_CACHE_MIN_BYTES:
+        if isinstance(a, np.ndarray):
+            return np.empty(shape, dtype)
+        return _torch.empty(shape, dtype=_TORCH_DTYPES[code])
+    block = _ext.output_block(nbytes)  # uint8, owns the block
     if isinstance(a, np.ndarray):
-        return np.empty(shape, _NP_DTYPES[code])
-    return _torch.empty(shape, dtype=_TORCH_DTYPES[code])
+        return block.view(dtype).reshape(shape)
+    return _torch.from_numpy(block).view(_TORCH_DTYPES[code]).view(shape)
 
 
 def code_of(dtype, name, fn):
