@@ -522,6 +522,17 @@ def main():
         print(f"# chart: {args.png}")
 
 
+def is_peer(row):
+    """A peer's row: not one of glmnorm's paths, not the copy."""
+    return not row["impl"].startswith("glmnorm") and row["impl"] != "copy"
+
+
+def fastest_peer(case_rows):
+    """The fastest peer's row among one case's rows (None when no peer ran)."""
+    peers = [r for r in case_rows if is_peer(r) and r.get("us") is not None]
+    return min(peers, key=lambda r: r["us"]) if peers else None
+
+
 def markdown_table(rows):
     """The docs' table: per case, glmnorm with out=, the torch op, the fastest peer, ratios."""
     def us(t):
@@ -536,11 +547,10 @@ def markdown_table(rows):
              "|---|---|---|---|---|---|---|---|---|---|"]
     for (op, shape, dt, threads), rs in cases.items():
         by = {r["impl"]: r for r in rs}
-        peers = [r for r in rs if not r["impl"].startswith("glmnorm") and r["impl"] != "copy"]
-        if "glmnorm" not in by or "glmnorm.torch" not in by or not peers:
+        best = fastest_peer(rs)
+        if "glmnorm" not in by or "glmnorm.torch" not in by or best is None:
             continue
-        out, op_t, best = by["glmnorm"]["us"], by["glmnorm.torch"]["us"], min(
-            peers, key=lambda r: r["us"])
+        out, op_t = by["glmnorm"]["us"], by["glmnorm.torch"]["us"]
         lines.append(f"| {op} | {shape} | {dt} | {threads} | {us(out)} | {us(op_t)} | "
                      f"{op_t / out:.2f} | {best['impl']} {us(best['us'])} | "
                      f"{best['us'] / op_t:.2f} | {best['same']:.3f} |")
@@ -568,11 +578,10 @@ def chart(rows, path):
             xs, ys = [], []
             for y, (op, shape) in enumerate(cases):
                 here = [r for r in sel if (r["op"], r["shape"]) == (op, shape)]
-                peers = [r["us"] for r in here if not r["impl"].startswith("glmnorm")
-                         and r["impl"] != "copy"]
+                best = fastest_peer(here)
                 mine = [r["us"] for r in here if r["impl"] == impl]
-                if peers and mine:
-                    xs.append(min(peers) / mine[0])
+                if best is not None and mine:
+                    xs.append(best["us"] / mine[0])
                     ys.append(y)
             label = {"copy": "copy of the same bytes (ceiling)"}.get(impl, impl)
             ax.scatter(xs, ys, marker=marker, color=color, s=60 if impl == "copy" else 28,
