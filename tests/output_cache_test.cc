@@ -47,7 +47,8 @@ TEST(OutputCache, SettingIsCheckedAndNamed) {
   EXPECT_EQ(OutputCacheLimitFrom(""), 512 * kMiB);
   EXPECT_EQ(OutputCacheLimitFrom("0"), 0u);
   EXPECT_EQ(OutputCacheLimitFrom("64"), 64 * kMiB);
-  for (const char* bad : {"-1", "1e3", "64MB", "1048577", "99999999999999999999"}) {
+  for (const char* bad : {"-1", "1e3", "64MB", "1048577", "99999999999999999999", " 5", "+5",
+                          "5 "}) {
     try {
       OutputCacheLimitFrom(bad);
       ADD_FAILURE() << bad << " was accepted";

@@ -14,8 +14,12 @@
 // class (its size rounded up to 2 MiB); the cache keeps at most
 // GLMNORM_TORCH_OUTPUT_CACHE_MB (default 512) MiB of released blocks and
 // frees the oldest beyond that; 0 keeps none (every block is then a fresh,
-// advised mapping). The variable is read at the first call; a value that is
-// not a whole number from 0 to 1048576 makes every call throw Error naming it.
+// advised mapping). The name is older than the package's use of the cache: it
+// governs every output the package allocates (numpy ones too). The variable is
+// read at the first call; a value that is not a whole number from 0 to
+// 1048576 (digits only) makes every AcquireOutputBlock throw Error naming it
+// (the bindings ask for blocks for outputs of kOutputCacheMinBytes or more,
+// so smaller calls do not see it).
 // Thread-safe and fork-safe (the cache's lock is held across fork()).
 #ifndef GLMNORM_OUTPUT_CACHE_H_
 #define GLMNORM_OUTPUT_CACHE_H_

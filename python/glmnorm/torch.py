@@ -226,6 +226,9 @@ def _explain(op, error, args):
     for a in getattr(torch.ops.glmnorm, op).default._schema.arguments:
         value = args.get(a.name)
         kind = str(a.type)  # "Tensor", or "Optional[Tensor]" for cos / sin / positions
+        if a.name == "dtype" and not isinstance(value, torch.dtype):  # the quant ops' ScalarType
+            raise TypeError(f"{fn}: {a.name} must be a torch.dtype (torch.int8 or "
+                            f"torch.float8_e4m3fn), got {value!r}") from None
         if kind not in ("Tensor", "Optional[Tensor]", "Tensor?") or value is None:
             continue
         if not isinstance(value, torch.Tensor):

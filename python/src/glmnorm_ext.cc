@@ -92,7 +92,11 @@ float Float(const char* fn, const char* name, nb::handle h) {
     WrongType(fn, name, "a float", h);
   }
   const double v = PyFloat_AsDouble(h.ptr());
-  if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();  // an int past double's range
+  if (v == -1.0 && PyErr_Occurred()) {  // an int past double's range: past float32's as well
+    PyErr_Clear();
+    throw nb::value_error((std::string(fn) + ": " + name + " must fit in float32, got " +
+                           nb::str(h).c_str()).c_str());
+  }
   return Named(fn, [&] { return glmnorm::Float32Argument(name, v); });
 }
 
@@ -426,7 +430,7 @@ NB_MODULE(_glmnorm, m) {
   // pages (7x the kernel at 4096 x 5120 through a torch tensor).
   m.attr("OUTPUT_CACHE_MIN_BYTES") = glmnorm::kOutputCacheMinBytes;
   m.def("output_block", [](size_t nbytes) {
-    const glmnorm::OutputBlock block = glmnorm::AcquireOutputBlock(nbytes);
+    const auto block = Named("glmnorm", [&] { return glmnorm::AcquireOutputBlock(nbytes); });
     nb::capsule owner(block.owner, [](void* p) noexcept { glmnorm::ReleaseOutputBlock(p); });
     size_t shape[1] = {nbytes};
     return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(block.data, 1, shape, owner);

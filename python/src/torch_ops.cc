@@ -293,8 +293,10 @@ std::tuple<at::Tensor, at::Tensor> QuantBuffers(const char* op, const at::Tensor
                    ": dtype must be torch.int8 or torch.float8_e4m3fn, got ", dtype);
   const int64_t rows = like.dim() == 0 ? 1 : like.numel() / std::max<int64_t>(like.size(-1), 1);
   const auto f32 = like.options().dtype(at::kFloat);
-  return {NewOutput(like.sizes(), like.options().dtype(dtype)),
-          scale.has_value() ? at::full({1}, *scale, f32) : at::empty({rows}, f32)};
+  if (!scale.has_value()) return {NewOutput(like.sizes(), like.options().dtype(dtype)),
+                                  at::empty({rows}, f32)};
+  const float checked = glmnorm::Float32Argument("scale", *scale);  // before torch narrows it
+  return {NewOutput(like.sizes(), like.options().dtype(dtype)), at::full({1}, checked, f32)};
 }
 
 glmnorm::QuantOptions Quant(const char* op, std::optional<double> scale,

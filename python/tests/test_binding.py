@@ -432,3 +432,28 @@ def test_package_outputs_reuse_mapped_memory(kind):
         assert (y == want).all(), "a reused block gave other bits"
         del y
     assert min(faults) < 16, f"{faults} page faults per call: not reused?"
+
+
+def test_quant_scale_and_dtype_are_checked_with_python_names():
+    """A static scale past float32 is refused by its value before any tensor is made from it
+    (the op built its scales tensor first and failed in torch's narrowing: "value cannot be
+    converted to type float without overflow"); a dtype that is not a torch.dtype is a
+    TypeError naming the wrapper and the argument; a Python int past double's range is a
+    ValueError naming the argument, not a bare OverflowError."""
+    x, w = torch.randn(2, 64), torch.ones(64)
+    for op in (OPS.rms_norm_quant, gt.rms_norm_quant):
+        for bad in (1e300, -1e300, 3.5e38):
+            with pytest.raises(ValueError, match=r"^glmnorm.rms_norm_quant: scale must fit in "
+                                                 r"float32, got "):
+                op(x, w, torch.int8, bad)
+    r = torch.randn(2, 64)
+    with pytest.raises(ValueError, match=r"^glmnorm.add_rms_norm_quant: scale must fit in"):
+        OPS.add_rms_norm_quant(r, x, w, torch.int8, 1e300)
+    for bad in ("int8", None):
+        with pytest.raises(TypeError, match=r"^glmnorm.rms_norm_quant: dtype must be a "
+                                            r"torch.dtype"):
+            gt.rms_norm_quant(x, w, dtype=bad)
+    for f in (glmnorm.rms_norm, gt.rms_norm):
+        with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: eps must fit in float32, "
+                                             r"got 1000"):
+            f(x, w, eps=10**400)

@@ -120,7 +120,7 @@ size_t OutputCacheLimitFrom(const char* env) {
   char* end = nullptr;
   errno = 0;
   const long long mb = std::strtoll(env, &end, 10);
-  if (errno != 0 || *end != '\0' || mb < 0 || mb > (1 << 20)) {
+  if (*env < '0' || *env > '9' || errno != 0 || *end != '\0' || mb > (1 << 20)) {
     throw Error(std::string("GLMNORM_TORCH_OUTPUT_CACHE_MB must be a whole number of MiB from 0 "
                             "to 1048576, got '") + env + "'");
   }
