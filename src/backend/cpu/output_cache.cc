@@ -17,9 +17,10 @@ namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
 // The data starts half a page into the block (the Block header sits at its
-// start). Why: the bf16 kernels slow down up to 2.2x when y lies just past x
+// start). Why: the bf16 kernels slowed down up to 2.2x when y lay just past x
 // modulo 4 KiB (loads of x that match a pending store to y in their low 12
-// address bits wait for it: "4K aliasing"). Large numpy arrays start 16 bytes
+// address bits wait for it: "4K aliasing"); the pair loop now loads ahead of
+// its stores, but other offsets and loops still pay. Large numpy arrays start 16 bytes
 // into a page and torch's 64, so a block whose data started 64 bytes in sat
 // 48 bytes past a numpy x: glmnorm.rms_norm(x, w) on 4096 x 5120 bf16 took
 // 8.5 ms against 4.4 ms with out=. Half a page is as far as can be from both
