@@ -249,10 +249,16 @@ def _entry(op):
     Defaults the schema lacks (the quant ops' dtype) come from the function's signature;
     an op that returns nothing (qk_norm_) returns its first argument."""
     overload = getattr(torch.ops.glmnorm, op).default
-    schema_defaults = {a.name for a in overload._schema.arguments if a.has_default_value()}
+    schema_defaults = {a.name: a.default_value for a in overload._schema.arguments
+                       if a.has_default_value()}
 
     def wrap(fn):
         params = list(inspect.signature(fn).parameters.values())
+        for p in params:  # the schema's default applies: the signature must show the same
+            if p.name in schema_defaults and p.default != schema_defaults[p.name]:
+                raise AssertionError(f"glmnorm.torch.{fn.__name__}: default {p.name}="
+                                     f"{p.default!r}, the schema's is "
+                                     f"{schema_defaults[p.name]!r}")
         names = [p.name for p in params]
         defaults = {p.name: p.default for p in params if p.default is not p.empty}
         extra = [(k, p.name, p.default) for k, p in enumerate(params)

@@ -457,3 +457,13 @@ def test_quant_scale_and_dtype_are_checked_with_python_names():
         with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: eps must fit in float32, "
                                              r"got 1000"):
             f(x, w, eps=10**400)
+
+
+def test_wrapper_defaults_must_match_the_schema():
+    """The entry points pass on only the defaults the schema lacks, so a signature whose
+    default drifted from the schema's would show one value and use another: refused when
+    the module is built."""
+    with pytest.raises(AssertionError, match=r"default eps=1e-06, the schema's is 1e-05"):
+        @gt._entry("rms_norm")
+        def drifted(x, weight, eps=1e-6, rounding="cast-then-scale", weight_offset=0.0):
+            """A wrapper whose eps default is not the schema's."""
