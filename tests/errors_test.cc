@@ -7,6 +7,8 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
@@ -184,6 +186,31 @@ TEST(Errors, BindingScalarsOutOfRangeAreRefusedNotNarrowed) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "eps must fit in float32, got -1e+300");
+  }
+  // The bindings' options and heads go through the same rules, by name.
+  const NormOptions o = NormOptionsFrom(1e-6, "single", 1.0);
+  EXPECT_EQ(o.eps, 1e-6f);
+  EXPECT_EQ(o.rounding, Rounding::kSingle);
+  EXPECT_EQ(o.weight_offset, 1.0f);
+  const QkHeads h = QkHeadsFrom(96, 8, 8, 128);
+  EXPECT_EQ(h.num_q_heads + h.num_k_heads + h.num_v_heads + h.head_dim, 96 + 8 + 8 + 128);
+  for (const auto& [call, message] :
+       std::vector<std::pair<std::function<void()>, std::string>>{
+           {[] { NormOptionsFrom(1e300, "single", 0.0); }, "eps must fit in float32, got 1e+300"},
+           {[] { NormOptionsFrom(1e-5, "double", 0.0); },
+            "rounding must be 'cast-then-scale' or 'single', got 'double'"},
+           {[] { NormOptionsFrom(1e-5, "single", -1e39); },
+            "weight_offset must fit in float32, got -1e+39"},
+           {[] { QkHeadsFrom(96, 8, int64_t{1} << 31, 128); },
+            "num_v_heads must fit in 32 bits, got 2147483648"},
+           {[] { QkHeadsFrom(96, 8, 8, -(int64_t{1} << 40)); },
+            "head_dim must fit in 32 bits, got -1099511627776"}}) {
+    try {
+      call();
+      ADD_FAILURE() << "no error, expected " << message;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.what(), message);
+    }
   }
 }
 

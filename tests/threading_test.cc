@@ -16,6 +16,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/thread_pool.h"
+#include "core/validate.h"
 
 #include "glmnorm/glmnorm.h"
 #include "support/test_support.h"
@@ -143,22 +144,42 @@ TEST(Threading, EveryTaskRunsOnceWhetherWorkersSpinOrSleep) {
 }
 
 // GLMNORM_SPIN_US: microseconds, 0 turns the spin off; anything else is an
-// error that names the variable and the value.
+// error that names the variable and the value (the text's rule:
+// Settings.WholeNumberSettingTakesDigitsOnly).
 TEST(Threading, SpinSettingIsCheckedAndNamed) {
   EXPECT_EQ(ThreadPool::SpinNanosFrom(nullptr), 50000);
-  EXPECT_EQ(ThreadPool::SpinNanosFrom(""), 50000);
   EXPECT_EQ(ThreadPool::SpinNanosFrom("0"), 0);
   EXPECT_EQ(ThreadPool::SpinNanosFrom("200"), 200000);
-  for (const char* bad : {"-1", "1e3", "20us", "1000001", "99999999999999999999"}) {
+  EXPECT_EQ(ThreadPool::SpinNanosFrom("1000000"), 1000000000);
+  try {
+    ThreadPool::SpinNanosFrom("1000001");
+    ADD_FAILURE() << "1000001 was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "GLMNORM_SPIN_US must be a whole number of microseconds from 0 to "
+                           "1000000, got '1000001'");
+  }
+}
+
+// The environment settings' one rule (core/validate.h): digits only, no sign,
+// no spaces, no unit, at most `max`; unset or empty gives the default.
+TEST(Settings, WholeNumberSettingTakesDigitsOnly) {
+  const auto read = [](const char* text) {
+    return validate::WholeNumberSetting("GLMNORM_X", text, 7, 1000, "things");
+  };
+  EXPECT_EQ(read(nullptr), 7);
+  EXPECT_EQ(read(""), 7);
+  EXPECT_EQ(read("0"), 0);
+  EXPECT_EQ(read("0042"), 42);
+  EXPECT_EQ(read("1000"), 1000);
+  for (const char* bad : {"-1", "1e3", "20us", "1001", "99999999999999999999", " 5", "+5",
+                          "5 ", "0x10"}) {
     try {
-      ThreadPool::SpinNanosFrom(bad);
+      read(bad);
       ADD_FAILURE() << bad << " was accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("GLMNORM_SPIN_US must be a whole number "
-                                                       "of microseconds from 0 to 1000000, "
-                                                       "got '") + bad + "'"),
-                std::string::npos)
-          << e.what();
+      EXPECT_EQ(std::string(e.what()),
+                std::string("GLMNORM_X must be a whole number of things from 0 to 1000, got '") +
+                    bad + "'");
     }
   }
 }

@@ -10,6 +10,7 @@
 #include "glmnorm/base.h"
 #include "glmnorm/dtype.h"
 #include "glmnorm/error.h"
+#include "glmnorm/qk_norm.h"
 
 namespace glmnorm {
 
@@ -33,6 +34,13 @@ Rounding RoundingFromName(std::string_view name);
 // "<name> must fit in 32 bits, got <value>" for an integer past int32's.
 float Float32Argument(std::string_view name, double value);
 int Int32Argument(std::string_view name, int64_t value);
+
+// The options every norm takes, and QkNorm's heads, from a binding's scalars
+// by the rules above (each argument named as the option: "eps", "rounding",
+// "weight_offset", "num_q_heads", ...). The values are checked by the op.
+NormOptions NormOptionsFrom(double eps, std::string_view rounding, double weight_offset);
+QkHeads QkHeadsFrom(int64_t num_q_heads, int64_t num_k_heads, int64_t num_v_heads,
+                    int64_t head_dim);
 
 // The checks every op makes of its NormOptions (eps finite and >= 0,
 // weight_offset finite), for a binding that takes options before any call

@@ -111,16 +111,17 @@ def add_rms_norm(residual, delta, weight, *, eps=GLM_RMS_NORM_EPS, rounding="cas
     return out
 
 
+def _opt_desc(a, name, fn):
+    return _arrays.EMPTY if a is None else _desc(a, name, fn)
+
+
 def _rope(fn, rotary_dim, cos, sin, positions):
-    """Descriptors of (cos, sin, positions); empty when rotary_dim is 0 (or not an int: the
-    extension reports that) or positions is None."""
+    """Descriptors of (cos, sin, positions): empty when rotary_dim is 0 (or not an int: the
+    extension reports that) or the table is None (the library then says what it needs)."""
     if not rotary_dim or not isinstance(rotary_dim, int):
         return (_arrays.EMPTY, _arrays.EMPTY, _arrays.EMPTY)
-    if cos is None or sin is None:
-        raise ValueError(f"{fn}: rotary_dim > 0 needs cos and sin tables")
-    return (_desc(_as_array(cos, "cos", fn), "cos", fn), _desc(_as_array(sin, "sin", fn), "sin", fn),
-            _arrays.EMPTY if positions is None else
-            _desc(_as_array(positions, "positions", fn), "positions", fn))
+    return (_opt_desc(cos, "cos", fn), _opt_desc(sin, "sin", fn),
+            _opt_desc(positions, "positions", fn))
 
 
 def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, head_dim,
@@ -150,20 +151,16 @@ def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, h
     """
     fn = "glmnorm.qk_norm"  # named in error messages
     qkv = _as_array(qkv, "qkv", fn)
-    if out is None:  # a copy (v carried over), normalised in place
-        out = qkv_in = _arrays.empty_like(qkv, qkv.shape, _desc(qkv, "qkv", fn)[1])
+    if out is None:  # a copy of qkv (v carried over), normalised in place
+        out = _arrays.empty_like(qkv, qkv.shape, _desc(qkv, "qkv", fn)[1])
         out[...] = qkv
-    else:
-        qkv_in, out = qkv, _as_array(out, "out", fn)
-    din = _desc(qkv_in, "qkv", fn)
-    dout = din if out is qkv_in else _desc(out, "out", fn, True)
-    if out is qkv_in:
-        _desc(out, "out", fn, True)  # checks that it is writable
-    rope = _rope(fn, rotary_dim, cos, sin, positions)
+        qkv = out
+    out = _as_array(out, "out", fn)
+    dout = _desc(out, "out", fn, True)
+    din = dout if out is qkv else _desc(qkv, "qkv", fn)
     _ext.qk_norm(din, dout, num_q_heads, num_k_heads, num_v_heads, head_dim,
-                 _desc(_as_array(q_weight, "q_weight", fn), "q_weight", fn),
-                 _desc(_as_array(k_weight, "k_weight", fn), "k_weight", fn), eps, rounding,
-                 weight_offset, rotary_dim, *rope)
+                 _desc(q_weight, "q_weight", fn), _desc(k_weight, "k_weight", fn), eps, rounding,
+                 weight_offset, rotary_dim, *_rope(fn, rotary_dim, cos, sin, positions))
     return out
 
 
@@ -199,7 +196,6 @@ def rms_norm_quant(x, weight, *, dtype="f8e4m3", scale=None, eps=GLM_RMS_NORM_EP
     """
     fn = "glmnorm.rms_norm_quant"  # named in error messages
     x = _as_array(x, "x", fn)
-    weight = _as_array(weight, "weight", fn)
     out, scales, sd = _quant_out(fn, x, x.shape, dtype, out, scale, scales)
     _ext.rms_norm_quant(_desc(x, "x", fn), _desc(weight, "weight", fn), _desc(out, "out", fn, True),
                         scale, sd, eps, rounding, weight_offset)
@@ -213,8 +209,6 @@ def add_rms_norm_quant(residual, delta, weight, *, dtype="f8e4m3", scale=None,
     rms_norm_quant). ``out`` must not overlap residual or delta. Returns (q, scales)."""
     fn = "glmnorm.add_rms_norm_quant"  # named in error messages
     residual = _as_array(residual, "residual", fn)
-    delta = _as_array(delta, "delta", fn)
-    weight = _as_array(weight, "weight", fn)
     out, scales, sd = _quant_out(fn, residual, residual.shape, dtype, out, scale, scales)
     _ext.add_rms_norm_quant(_desc(residual, "residual", fn, True), _desc(delta, "delta", fn),
                             _desc(weight, "weight", fn), _desc(out, "out", fn, True), scale, sd,
@@ -238,10 +232,6 @@ def _code_or(dtype, default, name, fn):
     if code not in (F32, BF16, F16):
         raise TypeError(f"{fn}: {name} must be float32, bfloat16 or float16, got {dtype!r}")
     return code
-
-
-def _opt_desc(a, name, fn):
-    return _arrays.EMPTY if a is None else _desc(_as_array(a, name, fn), name, fn)
 
 
 def rms_norm_backward(x, weight, dy, *, eps=GLM_RMS_NORM_EPS, rounding="cast-then-scale",
@@ -273,7 +263,6 @@ def rms_norm_backward(x, weight, dy, *, eps=GLM_RMS_NORM_EPS, rounding="cast-the
     fn = "glmnorm.rms_norm_backward"  # named in error messages
     x = _as_array(x, "x", fn)
     weight = _as_array(weight, "weight", fn)
-    dy = _as_array(dy, "dy", fn)
     out = _arrays.empty_like(x, x.shape, _float_code(x)) if out is None else _as_array(
         out, "out", fn)
     dweight = _arrays.empty_like(x, (weight.shape[-1] if len(weight.shape) else 0,),
@@ -308,7 +297,6 @@ def add_rms_norm_backward(residual, weight, dy, d_residual_out=None, *,
     fn = "glmnorm.add_rms_norm_backward"  # named in error messages
     residual = _as_array(residual, "residual", fn)
     weight = _as_array(weight, "weight", fn)
-    dy = _as_array(dy, "dy", fn)
     rc = _float_code(residual)
     out = _arrays.empty_like(residual, residual.shape, rc) if out is None else _as_array(
         out, "out", fn)
@@ -352,7 +340,6 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
     qkv = _as_array(qkv, "qkv", fn)
     dqkv = _as_array(dqkv, "dqkv", fn)
     q_weight = _as_array(q_weight, "q_weight", fn)
-    k_weight = _as_array(k_weight, "k_weight", fn)
     heads = dict(num_q_heads=num_q_heads, num_k_heads=num_k_heads, num_v_heads=num_v_heads,
                  head_dim=head_dim, rotary_dim=rotary_dim)
     _ext.check_args(fn, heads)  # integers, before any size is used below

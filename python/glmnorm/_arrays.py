@@ -120,8 +120,12 @@ def as_array(a, name, fn):
 
 
 def desc(a, name, fn, writable=False):
-    """The descriptor of array `a` (numpy ndarray or torch tensor); the rank is the
-    library's to check."""
+    """The descriptor of array `a` (as_array's kinds). The rank is the library's to check
+    (1..4); one a descriptor cannot hold (over 4) is refused here."""
+    if not isinstance(a, np.ndarray) and not is_torch(a):
+        a = as_array(a, name, fn)
+    if len(a.shape) > _ext.MAX_RANK:
+        raise ValueError(f"{fn}: {name}: rank must be 1..{_ext.MAX_RANK}, got {len(a.shape)}")
     if isinstance(a, np.ndarray):
         return _numpy_desc(a, name, writable, fn)
     if _torch is None:

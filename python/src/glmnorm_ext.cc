@@ -39,18 +39,15 @@ namespace {
 // (address, dtype code = int(glmnorm::DType), shape, strides in elements).
 using Desc = std::tuple<uintptr_t, int, std::vector<int64_t>, std::vector<int64_t>>;
 
-// The view of argument `what` of Python function `fn`. Rank is the library's
-// to check (1..4); a rank the view cannot even hold is reported here.
+// The view a descriptor describes. _arrays.desc made it from the user's array
+// and has refused, by the argument's name, what a view cannot hold (rank > 4),
+// so a bad descriptor is a fault of the package, not of the user.
 template <typename Ptr>
-glmnorm::BasicTensorView<Ptr> ToView(const char* fn, const Desc& d, const char* what) {
+glmnorm::BasicTensorView<Ptr> View(const Desc& d) {
   const auto& [addr, dtype, shape, strides] = d;
-  if (shape.size() > static_cast<size_t>(glmnorm::kMaxRank) || shape.size() != strides.size()) {
-    throw nb::value_error((std::string(fn) + ": " + what + ": rank must be 1..4, got " +
-                           std::to_string(shape.size())).c_str());
-  }
-  if (dtype < 0 || dtype > static_cast<int>(glmnorm::DType::kI64)) {
-    throw nb::value_error((std::string(fn) + ": " + what + ": unknown dtype code " +
-                           std::to_string(dtype)).c_str());
+  if (shape.size() > static_cast<size_t>(glmnorm::kMaxRank) || shape.size() != strides.size() ||
+      dtype < 0 || dtype > static_cast<int>(glmnorm::DType::kI64)) {
+    throw std::logic_error("glmnorm: internal error: a bad array descriptor");
   }
   glmnorm::BasicTensorView<Ptr> v;
   v.data = reinterpret_cast<Ptr>(addr);
@@ -62,6 +59,8 @@ glmnorm::BasicTensorView<Ptr> ToView(const char* fn, const Desc& d, const char* 
   }
   return v;
 }
+constexpr auto In = View<const void*>;
+constexpr auto Out = View<void*>;
 
 // Runs f (a library call, or a rule of the library's); a glmnorm::Error it
 // throws is reworded for the Python caller (messages.h: the Python function
@@ -87,30 +86,41 @@ auto Named(const char* fn, F&& f, std::initializer_list<glmnorm_python::Rename> 
                         nb::inst_name(h).c_str()).c_str());
 }
 
-float Float(const char* fn, const char* name, nb::handle h) {
+double Float(const char* fn, const char* name, nb::handle h) {
   if ((!PyFloat_Check(h.ptr()) && !PyLong_Check(h.ptr())) || PyBool_Check(h.ptr())) {
     WrongType(fn, name, "a float", h);
   }
   const double v = PyFloat_AsDouble(h.ptr());
-  if (v == -1.0 && PyErr_Occurred()) {  // an int past double's range: past float32's as well
+  if (v == -1.0 && PyErr_Occurred()) {  // an int past double's range: the library cannot get it
     PyErr_Clear();
     throw nb::value_error((std::string(fn) + ": " + name + " must fit in float32, got " +
                            nb::str(h).c_str()).c_str());
   }
-  return Named(fn, [&] { return glmnorm::Float32Argument(name, v); });
+  return v;
 }
 
-int Int(const char* fn, const char* name, nb::handle h) {
+int64_t Int(const char* fn, const char* name, nb::handle h) {
   if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
     WrongType(fn, name, "an int", h);
   }
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
-  if (overflow != 0) {  // past int64: the library's rule cannot even be given the value
+  if (overflow != 0) {  // past int64: the library cannot get it
     throw nb::value_error((std::string(fn) + ": " + name + " must fit in 32 bits, got " +
                            nb::str(h).c_str()).c_str());
   }
+  return v;
+}
+
+// Int and Float, then the library's range rule (refused, not narrowed).
+int Int32(const char* fn, const char* name, nb::handle h) {
+  const int64_t v = Int(fn, name, h);
   return Named(fn, [&] { return glmnorm::Int32Argument(name, v); });
+}
+
+float Float32(const char* fn, const char* name, nb::handle h) {
+  const double v = Float(fn, name, h);
+  return Named(fn, [&] { return glmnorm::Float32Argument(name, v); });
 }
 
 bool Bool(const char* fn, const char* name, nb::handle h) {
@@ -120,51 +130,42 @@ bool Bool(const char* fn, const char* name, nb::handle h) {
   return h.ptr() == Py_True;
 }
 
-glmnorm::Rounding RoundingOf(const char* fn, nb::handle h) {
+std::string Str(const char* fn, const char* name, nb::handle h) {
   if (!PyUnicode_Check(h.ptr())) {
-    WrongType(fn, "rounding", "a str ('cast-then-scale' or 'single')", h);
+    WrongType(fn, name, "a str ('cast-then-scale' or 'single')", h);
   }
-  return Named(fn, [&] { return glmnorm::RoundingFromName(nb::cast<std::string>(h)); });
+  return nb::cast<std::string>(h);
 }
 
-// (eps, rounding, weight_offset) of every norm.
+// (eps, rounding, weight_offset) of every norm, by the library's rules.
 glmnorm::NormOptions Options(const char* fn, nb::handle eps, nb::handle rounding,
                              nb::handle weight_offset) {
-  glmnorm::NormOptions o;
-  o.eps = Float(fn, "eps", eps);
-  o.rounding = RoundingOf(fn, rounding);
-  o.weight_offset = Float(fn, "weight_offset", weight_offset);
-  return o;
+  const double e = Float(fn, "eps", eps);
+  const std::string r = Str(fn, "rounding", rounding);
+  const double w = Float(fn, "weight_offset", weight_offset);
+  return Named(fn, [&] { return glmnorm::NormOptionsFrom(e, r, w); });
 }
 
 glmnorm::AddNormOptions AddOptions(const char* fn, nb::handle eps, nb::handle rounding,
                                    nb::handle weight_offset, nb::handle normalize_rounded_sum) {
-  glmnorm::AddNormOptions o;
-  static_cast<glmnorm::NormOptions&>(o) = Options(fn, eps, rounding, weight_offset);
-  o.normalize_rounded_sum = Bool(fn, "normalize_rounded_sum", normalize_rounded_sum);
-  return o;
+  return {Options(fn, eps, rounding, weight_offset),
+          Bool(fn, "normalize_rounded_sum", normalize_rounded_sum)};
 }
 
 glmnorm::QuantOptions Quant(const char* fn, nb::handle scale, const Desc& scales) {
   glmnorm::QuantOptions q;
-  if (scale.is_none()) {
-    q.scaling = glmnorm::QuantScaling::kDynamicPerToken;
-    q.scales = ToView<void*>(fn, scales, "scales");
-  } else {
-    q.scaling = glmnorm::QuantScaling::kStatic;
-    q.scale = Float(fn, "scale", scale);
-  }
+  q.scaling = scale.is_none() ? glmnorm::QuantScaling::kDynamicPerToken
+                              : glmnorm::QuantScaling::kStatic;
+  q.scales = Out(scales);  // empty with a static scale
+  if (!scale.is_none()) q.scale = Float32(fn, "scale", scale);
   return q;
 }
 
 glmnorm::QkHeads Heads(const char* fn, nb::handle nq, nb::handle nk, nb::handle nv,
                        nb::handle head_dim) {
-  glmnorm::QkHeads heads;
-  heads.num_q_heads = Int(fn, "num_q_heads", nq);
-  heads.num_k_heads = Int(fn, "num_k_heads", nk);
-  heads.num_v_heads = Int(fn, "num_v_heads", nv);
-  heads.head_dim = Int(fn, "head_dim", head_dim);
-  return heads;
+  const int64_t q = Int(fn, "num_q_heads", nq), k = Int(fn, "num_k_heads", nk);
+  const int64_t v = Int(fn, "num_v_heads", nv), d = Int(fn, "head_dim", head_dim);
+  return Named(fn, [&] { return glmnorm::QkHeadsFrom(q, k, v, d); });
 }
 
 using H = nb::handle;
@@ -173,16 +174,7 @@ using H = nb::handle;
 // (the Python layer passes empty descriptors); an empty positions is absent.
 glmnorm::Rope RopeOf(const char* fn, H rotary_dim, const Desc& cos, const Desc& sin,
                      const Desc& positions) {
-  glmnorm::Rope rope;
-  rope.rotary_dim = Int(fn, "rotary_dim", rotary_dim);
-  if (rope.rotary_dim != 0) {
-    rope.cos = ToView<const void*>(fn, cos, "cos");
-    rope.sin = ToView<const void*>(fn, sin, "sin");
-    if (!std::get<2>(positions).empty()) {
-      rope.positions = ToView<const void*>(fn, positions, "positions");
-    }
-  }
-  return rope;
+  return {Int32(fn, "rotary_dim", rotary_dim), In(cos), In(sin), In(positions)};
 }
 
 // Runs a library call with the GIL released (errors as Named).
@@ -194,26 +186,20 @@ void Run(const char* fn, F&& call, std::initializer_list<glmnorm_python::Rename>
   }, renames);
 }
 
+// The package's functions (python/glmnorm/__init__.py), one per library call.
+// Python's `out` is the C++ y (or dx, d_h, dqkv_in: the renames).
 void RmsNorm(const Desc& x, const Desc& gamma, const Desc& y, H eps, H rounding,
              H weight_offset) {
   constexpr const char* kFn = "glmnorm.rms_norm";
-  auto opt = Options(kFn, eps, rounding, weight_offset);
-  auto xv = ToView<const void*>(kFn, x, "x");
-  auto gv = ToView<const void*>(kFn, gamma, "weight");
-  auto yv = ToView<void*>(kFn, y, "out");
-  Run(kFn, [&] { glmnorm::RmsNorm(xv, gv, yv, opt); });
+  const auto opt = Options(kFn, eps, rounding, weight_offset);
+  Run(kFn, [&] { glmnorm::RmsNorm(In(x), In(gamma), Out(y), opt); });
 }
 
 void AddRmsNorm(const Desc& residual, const Desc& delta, const Desc& gamma, const Desc& y,
                 H eps, H rounding, H weight_offset, H normalize_rounded_sum) {
   constexpr const char* kFn = "glmnorm.add_rms_norm";
-  auto opt = AddOptions(kFn, eps, rounding, weight_offset,
-                        normalize_rounded_sum);
-  auto rv = ToView<void*>(kFn, residual, "residual");
-  auto dv = ToView<const void*>(kFn, delta, "delta");
-  auto gv = ToView<const void*>(kFn, gamma, "weight");
-  auto yv = ToView<void*>(kFn, y, "out");
-  Run(kFn, [&] { glmnorm::AddRmsNorm(rv, dv, gv, yv, opt); });
+  const auto opt = AddOptions(kFn, eps, rounding, weight_offset, normalize_rounded_sum);
+  Run(kFn, [&] { glmnorm::AddRmsNorm(Out(residual), In(delta), In(gamma), Out(y), opt); });
 }
 
 void QkNorm(const Desc& qkv_in, const Desc& qkv_out, H num_q_heads, H num_k_heads,
@@ -221,38 +207,31 @@ void QkNorm(const Desc& qkv_in, const Desc& qkv_out, H num_q_heads, H num_k_head
             H rounding, H weight_offset, H rotary_dim, const Desc& cos, const Desc& sin,
             const Desc& positions) {
   constexpr const char* kFn = "glmnorm.qk_norm";
-  const glmnorm::QkHeads heads = Heads(kFn, num_q_heads, num_k_heads, num_v_heads, head_dim);
-  auto opt = Options(kFn, eps, rounding, weight_offset);
-  const glmnorm::Rope rope = RopeOf(kFn, rotary_dim, cos, sin, positions);
-  auto in = ToView<const void*>(kFn, qkv_in, "qkv");
-  auto out = ToView<void*>(kFn, qkv_out, "out");
-  auto qg = ToView<const void*>(kFn, q_gamma, "q_weight");
-  auto kg = ToView<const void*>(kFn, k_gamma, "k_weight");
-  Run(kFn, [&] { glmnorm::QkNorm(in, out, heads, qg, kg, opt, rope); });
+  const auto heads = Heads(kFn, num_q_heads, num_k_heads, num_v_heads, head_dim);
+  const auto opt = Options(kFn, eps, rounding, weight_offset);
+  const auto rope = RopeOf(kFn, rotary_dim, cos, sin, positions);
+  Run(kFn, [&] {
+    glmnorm::QkNorm(In(qkv_in), Out(qkv_out), heads, In(q_gamma), In(k_gamma), opt, rope);
+  });
 }
 
 void RmsNormQuant(const Desc& x, const Desc& gamma, const Desc& q, H scale, const Desc& scales,
                   H eps, H rounding, H weight_offset) {
   constexpr const char* kFn = "glmnorm.rms_norm_quant";
-  auto opt = Options(kFn, eps, rounding, weight_offset);
-  auto quant = Quant(kFn, scale, scales);
-  auto xv = ToView<const void*>(kFn, x, "x");
-  auto gv = ToView<const void*>(kFn, gamma, "weight");
-  auto qv = ToView<void*>(kFn, q, "out");
-  Run(kFn, [&] { glmnorm::RmsNormQuant(xv, gv, qv, quant, opt); });
+  const auto opt = Options(kFn, eps, rounding, weight_offset);
+  const auto quant = Quant(kFn, scale, scales);
+  Run(kFn, [&] { glmnorm::RmsNormQuant(In(x), In(gamma), Out(q), quant, opt); });
 }
 
 void AddRmsNormQuant(const Desc& residual, const Desc& delta, const Desc& gamma, const Desc& q,
                      H scale, const Desc& scales, H eps, H rounding, H weight_offset,
                      H normalize_rounded_sum) {
   constexpr const char* kFn = "glmnorm.add_rms_norm_quant";
-  auto opt = AddOptions(kFn, eps, rounding, weight_offset, normalize_rounded_sum);
-  auto quant = Quant(kFn, scale, scales);
-  auto rv = ToView<void*>(kFn, residual, "residual");
-  auto dv = ToView<const void*>(kFn, delta, "delta");
-  auto gv = ToView<const void*>(kFn, gamma, "weight");
-  auto qv = ToView<void*>(kFn, q, "out");
-  Run(kFn, [&] { glmnorm::AddRmsNormQuant(rv, dv, gv, qv, quant, opt); });
+  const auto opt = AddOptions(kFn, eps, rounding, weight_offset, normalize_rounded_sum);
+  const auto quant = Quant(kFn, scale, scales);
+  Run(kFn, [&] {
+    glmnorm::AddRmsNormQuant(Out(residual), In(delta), In(gamma), Out(q), quant, opt);
+  });
 }
 
 // The backward kernels (rms_norm_backward.h, add_rms_norm_backward.h,
@@ -263,14 +242,10 @@ void RmsNormBackward(const Desc& x, const Desc& gamma, const Desc& dy, const Des
                      const Desc& dgamma, const Desc& rstd, H eps, H rounding,
                      H weight_offset) {
   constexpr const char* kFn = "glmnorm.rms_norm_backward";
-  auto opt = Options(kFn, eps, rounding, weight_offset);
-  auto xv = ToView<const void*>(kFn, x, "x");
-  auto gv = ToView<const void*>(kFn, gamma, "weight");
-  auto dyv = ToView<const void*>(kFn, dy, "dy");
-  auto dxv = ToView<void*>(kFn, dx, "dx");
-  auto dgv = ToView<void*>(kFn, dgamma, "dweight");
-  auto rv = ToView<const void*>(kFn, rstd, "rstd");
-  Run(kFn, [&] { glmnorm::RmsNormBackward(xv, gv, dyv, dxv, dgv, opt, rv); }, {{"dx", "out"}});
+  const auto opt = Options(kFn, eps, rounding, weight_offset);
+  Run(kFn, [&] {
+    glmnorm::RmsNormBackward(In(x), In(gamma), In(dy), Out(dx), Out(dgamma), opt, In(rstd));
+  }, {{"dx", "out"}});
 }
 
 void AddRmsNormBackward(const Desc& h, const Desc& gamma, const Desc& dy,
@@ -278,19 +253,11 @@ void AddRmsNormBackward(const Desc& h, const Desc& gamma, const Desc& dy,
                         const Desc& dgamma, const Desc& rstd, H eps, H rounding,
                         H weight_offset, H normalize_rounded_sum) {
   constexpr const char* kFn = "glmnorm.add_rms_norm_backward";
-  auto opt = AddOptions(kFn, eps, rounding, weight_offset,
-                        normalize_rounded_sum);
-  auto hv = ToView<const void*>(kFn, h, "residual");
-  auto gv = ToView<const void*>(kFn, gamma, "weight");
-  auto dyv = ToView<const void*>(kFn, dy, "dy");
-  auto drv = ToView<const void*>(kFn, d_residual_out, "d_residual_out");
-  auto dhv = ToView<void*>(kFn, d_h, "d_residual");
-  auto ddv = ToView<void*>(kFn, d_delta, "d_delta");
-  auto dgv = ToView<void*>(kFn, dgamma, "dweight");
-  auto rv = ToView<const void*>(kFn, rstd, "rstd");
-  // Python's out is the C++ d_h (the residual's gradient).
-  Run(kFn, [&] { glmnorm::AddRmsNormBackward(hv, gv, dyv, drv, dhv, ddv, dgv, opt, rv); },
-      {{"d_h", "out"}, {"h", "residual"}});
+  const auto opt = AddOptions(kFn, eps, rounding, weight_offset, normalize_rounded_sum);
+  Run(kFn, [&] {
+    glmnorm::AddRmsNormBackward(In(h), In(gamma), In(dy), In(d_residual_out), Out(d_h),
+                                Out(d_delta), Out(dgamma), opt, In(rstd));
+  }, {{"d_h", "out"}, {"h", "residual"}});
 }
 
 void QkNormBackward(const Desc& qkv, const Desc& dqkv_out, const Desc& dqkv_in,
@@ -299,17 +266,13 @@ void QkNormBackward(const Desc& qkv, const Desc& dqkv_out, const Desc& dqkv_in,
                     const Desc& dk_gamma, H eps, H rounding, H weight_offset, H rotary_dim,
                     const Desc& cos, const Desc& sin, const Desc& positions) {
   constexpr const char* kFn = "glmnorm.qk_norm_backward";
-  const glmnorm::QkHeads heads = Heads(kFn, num_q_heads, num_k_heads, num_v_heads, head_dim);
-  auto opt = Options(kFn, eps, rounding, weight_offset);
-  const glmnorm::Rope rope = RopeOf(kFn, rotary_dim, cos, sin, positions);
-  auto in = ToView<const void*>(kFn, qkv, "qkv");
-  auto dout = ToView<const void*>(kFn, dqkv_out, "dqkv_out");
-  auto din = ToView<void*>(kFn, dqkv_in, "out");
-  auto qg = ToView<const void*>(kFn, q_gamma, "q_weight");
-  auto kg = ToView<const void*>(kFn, k_gamma, "k_weight");
-  auto dqg = ToView<void*>(kFn, dq_gamma, "dq_weight");
-  auto dkg = ToView<void*>(kFn, dk_gamma, "dk_weight");
-  Run(kFn, [&] { glmnorm::QkNormBackward(in, dout, din, heads, qg, kg, dqg, dkg, opt, rope); });
+  const auto heads = Heads(kFn, num_q_heads, num_k_heads, num_v_heads, head_dim);
+  const auto opt = Options(kFn, eps, rounding, weight_offset);
+  const auto rope = RopeOf(kFn, rotary_dim, cos, sin, positions);
+  Run(kFn, [&] {
+    glmnorm::QkNormBackward(In(qkv), In(dqkv_out), Out(dqkv_in), heads, In(q_gamma),
+                            In(k_gamma), Out(dq_gamma), Out(dk_gamma), opt, rope);
+  });
 }
 
 // The dtype code of a new output of `op` given the dtype codes of its tensor
@@ -317,7 +280,8 @@ void QkNormBackward(const Desc& qkv, const Desc& dqkv_out, const Desc& dqkv_in,
 // (residual, delta, weight). A code that is not a float activation gives
 // f32 (the call itself then reports the dtype).
 int OutputDType(const std::string& op, const std::vector<int>& codes, H rounding) {
-  const glmnorm::Rounding r = RoundingOf(("glmnorm." + op).c_str(), rounding);
+  const std::string fn = "glmnorm." + op, name = Str(fn.c_str(), "rounding", rounding);
+  const glmnorm::Rounding r = Named(fn.c_str(), [&] { return glmnorm::RoundingFromName(name); });
   std::vector<glmnorm::DType> d;
   for (int c : codes) {
     d.push_back(c >= 0 && c <= static_cast<int>(glmnorm::DType::kF16)
@@ -406,9 +370,9 @@ NB_MODULE(_glmnorm, m) {
     auto get = [&](const char* name) { return args.contains(name) ? args[name] : nb::handle(); };
     for (const char* name : {"num_q_heads", "num_k_heads", "num_v_heads", "head_dim",
                              "rotary_dim"}) {
-      if (get(name).is_valid()) Int(fn, name, get(name));
+      if (get(name).is_valid()) Int32(fn, name, get(name));
     }
-    if (get("scale").is_valid() && !get("scale").is_none()) Float(fn, "scale", get("scale"));
+    if (get("scale").is_valid() && !get("scale").is_none()) Float32(fn, "scale", get("scale"));
     if (get("normalize_rounded_sum").is_valid()) {
       Bool(fn, "normalize_rounded_sum", get("normalize_rounded_sum"));
     }
@@ -416,9 +380,12 @@ NB_MODULE(_glmnorm, m) {
       const glmnorm::NormOptions o = Options(fn, get("eps"), get("rounding"), get("weight_offset"));
       Run(fn, [&] { glmnorm::CheckNormOptions(o); });
     } else {  // some of them: each converted alone
-      if (get("rounding").is_valid()) RoundingOf(fn, get("rounding"));
+      if (get("rounding").is_valid()) {
+        const std::string r = Str(fn, "rounding", get("rounding"));
+        Named(fn, [&] { return glmnorm::RoundingFromName(r); });
+      }
       for (const char* name : {"eps", "weight_offset"}) {
-        if (get(name).is_valid()) Float(fn, name, get(name));
+        if (get(name).is_valid()) Float32(fn, name, get(name));
       }
     }
   });
@@ -429,6 +396,7 @@ NB_MODULE(_glmnorm, m) {
   // out= writes memory that is already mapped instead of faulting in fresh
   // pages (7x the kernel at 4096 x 5120 through a torch tensor).
   m.attr("OUTPUT_CACHE_MIN_BYTES") = glmnorm::kOutputCacheMinBytes;
+  m.attr("MAX_RANK") = glmnorm::kMaxRank;  // the dims a view holds
   m.def("output_block", [](size_t nbytes) {
     const auto block = Named("glmnorm", [&] { return glmnorm::AcquireOutputBlock(nbytes); });
     nb::capsule owner(block.owner, [](void* p) noexcept { glmnorm::ReleaseOutputBlock(p); });
@@ -437,7 +405,7 @@ NB_MODULE(_glmnorm, m) {
   });
   m.def("set_num_threads", [](H n) {
     constexpr const char* kFn = "glmnorm.set_num_threads";
-    const int threads = Int(kFn, "n", n);
+    const int threads = Int32(kFn, "n", n);
     Run(kFn, [&] { glmnorm::SetNumThreads(threads); });
   });
   m.def("num_threads", [] { return glmnorm::NumThreads(); });

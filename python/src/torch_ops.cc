@@ -141,23 +141,11 @@ at::Tensor NewOutput(at::IntArrayRef sizes, const at::TensorOptions& options) {
                                    c10::typeMetaToScalarType(options.dtype()), std::nullopt);
 }
 
-// The schema's double and int64 scalars become the library's float and int by
-// its rules (glmnorm::Float32Argument, Int32Argument: refused, not narrowed).
-glmnorm::NormOptions Options(double eps, c10::string_view rounding,
-                             double weight_offset) {
-  glmnorm::NormOptions o;
-  o.eps = glmnorm::Float32Argument("eps", eps);
-  o.rounding = glmnorm::RoundingFromName(std::string_view(rounding.data(), rounding.size()));
-  o.weight_offset = glmnorm::Float32Argument("weight_offset", weight_offset);
-  return o;
-}
-
-glmnorm::AddNormOptions AddOptions(double eps, c10::string_view rounding,
-                                   double weight_offset, bool normalize_rounded_sum) {
-  glmnorm::AddNormOptions o;
-  static_cast<glmnorm::NormOptions&>(o) = Options(eps, rounding, weight_offset);
-  o.normalize_rounded_sum = normalize_rounded_sum;
-  return o;
+// The schema's double, str and int64 scalars become the library's options by
+// its rules (glmnorm::NormOptionsFrom, QkHeadsFrom: refused, not narrowed).
+glmnorm::NormOptions Options(double eps, c10::string_view rounding, double weight_offset) {
+  return glmnorm::NormOptionsFrom(eps, std::string_view(rounding.data(), rounding.size()),
+                                  weight_offset);
 }
 
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps,
@@ -182,7 +170,7 @@ at::Tensor AddRmsNorm(const at::Tensor& residual, const at::Tensor& delta,
                       double weight_offset, bool normalize_rounded_sum) {
   constexpr const char* kOp = "add_rms_norm";
   try {
-    const auto o = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
+    const glmnorm::AddNormOptions o{Options(eps, rounding, weight_offset), normalize_rounded_sum};
     const auto rv = View<void*>(kOp, residual, "residual");
     const auto dv = View<const void*>(kOp, delta, "delta");
     const auto wv = View<const void*>(kOp, weight, "weight");
@@ -198,30 +186,17 @@ at::Tensor AddRmsNorm(const at::Tensor& residual, const at::Tensor& delta,
   }
 }
 
-glmnorm::QkHeads Heads(int64_t num_q_heads, int64_t num_k_heads,
-                       int64_t num_v_heads, int64_t head_dim) {
-  glmnorm::QkHeads heads;
-  heads.num_q_heads = glmnorm::Int32Argument("num_q_heads", num_q_heads);
-  heads.num_k_heads = glmnorm::Int32Argument("num_k_heads", num_k_heads);
-  heads.num_v_heads = glmnorm::Int32Argument("num_v_heads", num_v_heads);
-  heads.head_dim = glmnorm::Int32Argument("head_dim", head_dim);
-  return heads;
-}
-
-// The Rope argument of the QK ops (rotary_dim 0: none).
+// The Rope argument of the QK ops (rotary_dim 0: none, the tables unread; an
+// absent table is an empty view, which the library refuses when needed).
 glmnorm::Rope RopeOf(const char* op, int64_t rotary_dim, const std::optional<at::Tensor>& cos,
                      const std::optional<at::Tensor>& sin,
                      const std::optional<at::Tensor>& positions) {
-  glmnorm::Rope rope;
-  rope.rotary_dim = glmnorm::Int32Argument("rotary_dim", rotary_dim);
-  if (rotary_dim != 0) {
-    TORCH_CHECK_VALUE(cos.has_value() && sin.has_value(), "glmnorm.", op,
-                      ": rotary_dim > 0 needs cos and sin tables");
-    rope.cos = View<const void*>(op, *cos, "cos");
-    rope.sin = View<const void*>(op, *sin, "sin");
-    if (positions.has_value()) rope.positions = View<const void*>(op, *positions, "positions");
-  }
-  return rope;
+  const auto table = [&](const std::optional<at::Tensor>& t, const char* name) {
+    return rotary_dim != 0 && t.has_value() ? View<const void*>(op, *t, name)
+                                            : glmnorm::ConstTensorView{};
+  };
+  return {glmnorm::Int32Argument("rotary_dim", rotary_dim), table(cos, "cos"), table(sin, "sin"),
+          table(positions, "positions")};
 }
 
 // v's columns of a fused QKV tensor from `from` into `to` (converted to its
@@ -246,7 +221,7 @@ void QkCall(const char* op, const at::Tensor& in, const at::Tensor& out, bool wr
             const std::optional<at::Tensor>& positions) {
   glmnorm::QkHeads heads;
   try {
-    heads = Heads(num_q_heads, num_k_heads, num_v_heads, head_dim);
+    heads = glmnorm::QkHeadsFrom(num_q_heads, num_k_heads, num_v_heads, head_dim);
     const glmnorm::Rope rope = RopeOf(op, rotary_dim, cos, sin, positions);
     const auto in_view = View<const void*>(op, in, "qkv");
     const auto out_view = View<void*>(op, out, "qkv");
@@ -337,7 +312,7 @@ std::tuple<at::Tensor, at::Tensor> AddRmsNormQuant(
   constexpr const char* kOp = "add_rms_norm_quant";
   try {
     auto [q, scales] = QuantBuffers(kOp, residual, dtype, scale);
-    const auto o = AddOptions(eps, rounding, weight_offset, normalize_rounded_sum);
+    const glmnorm::AddNormOptions o{Options(eps, rounding, weight_offset), normalize_rounded_sum};
     const auto rv = View<void*>(kOp, residual, "residual");
     const auto dv = View<const void*>(kOp, delta, "delta");
     const auto wv = View<const void*>(kOp, weight, "weight");
@@ -387,7 +362,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> QkNormBackward(
     const std::optional<at::Tensor>& sin, const std::optional<at::Tensor>& positions) {
   constexpr const char* kOp = "qk_norm_backward";
   try {
-    const glmnorm::QkHeads heads = Heads(num_q_heads, num_k_heads, num_v_heads, head_dim);
+    const glmnorm::QkHeads heads = glmnorm::QkHeadsFrom(num_q_heads, num_k_heads, num_v_heads, head_dim);
     const glmnorm::Rope rope = RopeOf(kOp, rotary_dim, cos, sin, positions);
     const auto o = Options(eps, rounding, weight_offset);
     // dqkv is checked by the library as given (dtype, shape: no conversion,

@@ -218,6 +218,28 @@ def test_rank5_input_is_refused_alike_everywhere():
         gt.RMSNorm(64)(x5)
 
 
+def test_rope_without_tables_is_refused_by_the_library_alike_everywhere():
+    """rotary_dim > 0 with a table missing: the library's rule and message, through the
+    package and the torch op; with rotary_dim 0 the tables are not read."""
+    qkv = torch.randn(3, 32)
+    w = torch.ones(8)
+    heads = dict(num_q_heads=2, num_k_heads=1, num_v_heads=1, head_dim=8)
+    cos = torch.ones(3, 2)
+    want = ("rotary_dim > 0 needs cos and sin tables, got cos of rank 2 and sin of rank 0")
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm: " + want):
+        glmnorm.qk_norm(qkv, w, w, **heads, rotary_dim=4, cos=cos)
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm: " + want):
+        OPS.qk_norm(qkv, w, w, *heads.values(), rotary_dim=4, cos=cos)
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm_: " + want):
+        OPS.qk_norm_(qkv, w, w, *heads.values(), rotary_dim=4, cos=cos)
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm_backward: " + want):
+        glmnorm.qk_norm_backward(qkv, w, w, qkv, **heads, rotary_dim=4, cos=cos)
+    plain = glmnorm.qk_norm(qkv, w, w, **heads)
+    ignored = torch.ones(1, dtype=torch.int8)  # not a table: unread with rotary_dim 0
+    assert torch.equal(glmnorm.qk_norm(qkv, w, w, **heads, cos=ignored, sin=ignored), plain)
+    assert torch.equal(OPS.qk_norm(qkv, w, w, *heads.values(), cos=ignored, sin=ignored), plain)
+
+
 @pytest.mark.parametrize("shape", [(32,), (6, 32), (2, 3, 32), (3, 1, 2, 32)])
 def test_qk_norm_takes_rank_1_to_4_in_every_front_end(shape):
     """The leading dims are the tokens (the C++ library's rule, QkNorm): every front end

@@ -300,6 +300,19 @@ void Rstd(const char* fn, const TensorView& rstd, int64_t rows) {
   }
 }
 
+int64_t WholeNumberSetting(const char* name, const char* text, int64_t unset, int64_t max,
+                           const char* unit) {
+  if (text == nullptr || *text == '\0') return unset;
+  int64_t value = 0;
+  const char* c = text;
+  for (; *c >= '0' && *c <= '9' && value <= max; ++c) value = value * 10 + (*c - '0');
+  if (c == text || *c != '\0' || value > max) {
+    throw Error(std::string(name) + " must be a whole number of " + unit + " from 0 to " +
+                std::to_string(max) + ", got '" + text + "'");
+  }
+  return value;
+}
+
 }  // namespace glmnorm::validate
 
 namespace glmnorm {
@@ -328,6 +341,24 @@ int Int32Argument(std::string_view name, int64_t value) {
     throw Error(std::string(name) + " must fit in 32 bits, got " + std::to_string(value));
   }
   return static_cast<int>(value);
+}
+
+NormOptions NormOptionsFrom(double eps, std::string_view rounding, double weight_offset) {
+  NormOptions o;
+  o.eps = Float32Argument("eps", eps);
+  o.rounding = RoundingFromName(rounding);
+  o.weight_offset = Float32Argument("weight_offset", weight_offset);
+  return o;
+}
+
+QkHeads QkHeadsFrom(int64_t num_q_heads, int64_t num_k_heads, int64_t num_v_heads,
+                    int64_t head_dim) {
+  QkHeads h;
+  h.num_q_heads = Int32Argument("num_q_heads", num_q_heads);
+  h.num_k_heads = Int32Argument("num_k_heads", num_k_heads);
+  h.num_v_heads = Int32Argument("num_v_heads", num_v_heads);
+  h.head_dim = Int32Argument("head_dim", head_dim);
+  return h;
 }
 
 }  // namespace glmnorm

@@ -80,6 +80,13 @@ void Rstd(const char* fn, const TensorView& rstd, int64_t rows);
 
 std::string ShapeString(const int64_t* shape, int rank);
 
+// An environment setting (`text`: its value, nullptr when unset): `unset`
+// when unset or empty, else digits only (no sign, no spaces) from 0 to `max`.
+// Anything else throws Error "<name> must be a whole number of <unit> from 0
+// to <max>, got '<text>'". GLMNORM_SPIN_US and GLMNORM_TORCH_OUTPUT_CACHE_MB.
+int64_t WholeNumberSetting(const char* name, const char* text, int64_t unset, int64_t max,
+                           const char* unit);
+
 }  // namespace glmnorm::validate
 
 #endif  // GLMNORM_SRC_VALIDATE_H_

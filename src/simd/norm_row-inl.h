@@ -226,6 +226,12 @@ HWY_INLINE size_t NormalizePairs(D d, size_t begin, size_t end, float r, const T
       const auto h = RoundTo<BF16, false>(d, hn::Mul(hn::Vec<D>{xv}, vr));
       return hn::Mul(g, h).raw;
     };
+    // The block at i from its loaded x and gamma, with the prefetches.
+    const auto store = [&](const Bf16Pairs& xv, const Bf16Pairs& gv) {
+      hwy::Prefetch(ahead + i);
+      if (ahead2 != nullptr) hwy::Prefetch(ahead2 + i);
+      StoreBf16Pairs<kStream>({value(xv.even, gv.even), value(xv.odd, gv.odd)}, y + i);
+    };
     if (i + 32 <= end) {
       // One block ahead: the next block's loads come before this block's
       // store in program order, so they never wait on it. In the plain
@@ -236,17 +242,13 @@ HWY_INLINE size_t NormalizePairs(D d, size_t begin, size_t end, float r, const T
       Bf16Pairs xv = LoadBf16Pairs(x + i);
       Bf16Pairs gv = LoadBf16Pairs(gamma + i);
       for (; i + 64 <= end; i += 32) {
-        hwy::Prefetch(ahead + i);
-        if (ahead2 != nullptr) hwy::Prefetch(ahead2 + i);
         const Bf16Pairs x_next = LoadBf16Pairs(x + i + 32);
         const Bf16Pairs gamma_next = LoadBf16Pairs(gamma + i + 32);
-        StoreBf16Pairs<kStream>({value(xv.even, gv.even), value(xv.odd, gv.odd)}, y + i);
+        store(xv, gv);
         xv = x_next;
         gv = gamma_next;
       }
-      hwy::Prefetch(ahead + i);
-      if (ahead2 != nullptr) hwy::Prefetch(ahead2 + i);
-      StoreBf16Pairs<kStream>({value(xv.even, gv.even), value(xv.odd, gv.odd)}, y + i);
+      store(xv, gv);  // the last whole block
       i += 32;
     }
   }

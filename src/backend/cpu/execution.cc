@@ -9,6 +9,7 @@
 #include <new>
 #include <string>
 
+#include "core/validate.h"
 #include "glmnorm/error.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/thread_pool.h"
@@ -32,15 +33,7 @@ int64_t NowNanos() {
 // GLMNORM_SPIN_US=0 turns the spin off (machines whose cores are shared with
 // other busy work: OpenMP's OMP_WAIT_POLICY=passive is the same choice).
 int64_t ThreadPool::SpinNanosFrom(const char* env) {
-  if (env == nullptr || *env == '\0') return int64_t{50000};
-  char* end = nullptr;
-  errno = 0;
-  const long long us = std::strtoll(env, &end, 10);
-  if (errno != 0 || *end != '\0' || us < 0 || us > 1000000) {
-    throw Error(std::string("GLMNORM_SPIN_US must be a whole number of microseconds from 0 to "
-                            "1000000, got '") + env + "'");
-  }
-  return int64_t{us} * 1000;
+  return validate::WholeNumberSetting("GLMNORM_SPIN_US", env, 50, 1000000, "microseconds") * 1000;
 }
 
 int64_t ThreadPool::DefaultSpinNanos() {

@@ -4,12 +4,12 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 #include <new>
 #include <string>
 
+#include "core/validate.h"
 #include "glmnorm/error.h"
 
 namespace glmnorm {
@@ -117,15 +117,8 @@ class Cache {
 }  // namespace
 
 size_t OutputCacheLimitFrom(const char* env) {
-  if (env == nullptr || *env == '\0') return size_t{512} << 20;
-  char* end = nullptr;
-  errno = 0;
-  const long long mb = std::strtoll(env, &end, 10);
-  if (*env < '0' || *env > '9' || errno != 0 || *end != '\0' || mb > (1 << 20)) {
-    throw Error(std::string("GLMNORM_TORCH_OUTPUT_CACHE_MB must be a whole number of MiB from 0 "
-                            "to 1048576, got '") + env + "'");
-  }
-  return static_cast<size_t>(mb) << 20;
+  return static_cast<size_t>(validate::WholeNumberSetting("GLMNORM_TORCH_OUTPUT_CACHE_MB", env,
+                                                          512, 1 << 20, "MiB")) << 20;
 }
 
 OutputBlock AcquireOutputBlock(size_t bytes) { return Cache::Get().Acquire(bytes); }

@@ -99,6 +99,11 @@ void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t to
       validate::Fail(fn, "rope.rotary_dim must be 0 (no RoPE) or even and <= head_dim " +
                               Str(head_dim) + ", got " + Str(rope.rotary_dim));
     }
+    if (rope.cos.rank == 0 || rope.sin.rank == 0) {
+      validate::Fail(fn, "rope.rotary_dim > 0 needs rope.cos and rope.sin tables, got rope.cos "
+                         "of rank " + Str(rope.cos.rank) + " and rope.sin of rank " +
+                             Str(rope.sin.rank));
+    }
     const int64_t half = rope.rotary_dim / 2;
     ValidateTable(fn, "cos", rope.cos, half);
     ValidateTable(fn, "sin", rope.sin, half);
