@@ -33,6 +33,7 @@ namespace HWY_NAMESPACE {
 // the quantisers are bound by the two 512-bit ALU ports (docs/PERFORMANCE.md).
 template <class D>
 HWY_INLINE hn::Vec<hn::RebindToSigned<D>> RoundToInt32(D d, hn::Vec<D> t) {
+  (void)d;  // used only on AVX3
 #if HWY_TARGET == HWY_AVX3 && HWY_ARCH_X86_64
   if constexpr (hn::MaxLanes(d) == 16) {
     return hn::Vec<hn::RebindToSigned<D>>{

@@ -90,14 +90,17 @@ void ThreadPool::Drain() {
 }
 
 void ThreadPool::WorkerLoop() {
+  uint64_t seen;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++started_;
+    seen = generation_.load();  // a job posted before now is the caller's alone
   }
   done_.notify_all();
-  uint64_t seen = 0;
+  bool after_job = false;  // spin only after a job: a new worker sleeps until the first
   for (;;) {
-    SpinFor([&] { return generation_.load(std::memory_order_acquire) != seen; });
+    if (after_job) SpinFor([&] { return generation_.load(std::memory_order_acquire) != seen; });
+    after_job = true;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
