@@ -17,12 +17,10 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include <cfloat>
-#include <climits>
-#include <cmath>
 #include <cstdint>
-#include <string>
 #include <initializer_list>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>

@@ -362,7 +362,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> QkNormBackward(
     const std::optional<at::Tensor>& sin, const std::optional<at::Tensor>& positions) {
   constexpr const char* kOp = "qk_norm_backward";
   try {
-    const glmnorm::QkHeads heads = glmnorm::QkHeadsFrom(num_q_heads, num_k_heads, num_v_heads, head_dim);
+    const glmnorm::QkHeads heads =
+        glmnorm::QkHeadsFrom(num_q_heads, num_k_heads, num_v_heads, head_dim);
     const glmnorm::Rope rope = RopeOf(kOp, rotary_dim, cos, sin, positions);
     const auto o = Options(eps, rounding, weight_offset);
     // dqkv is checked by the library as given (dtype, shape: no conversion,

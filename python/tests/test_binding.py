@@ -218,6 +218,16 @@ def test_rank5_input_is_refused_alike_everywhere():
         gt.RMSNorm(64)(x5)
 
 
+def test_a_descriptor_the_package_could_not_make_is_an_internal_error():
+    """_arrays.desc refuses a rank over 4 by the argument's name (test above); a descriptor
+    that still reaches the extension bad is the package's fault: RuntimeError, no read."""
+    ok = glmnorm._arrays.desc(np.ones(4, np.float32), "x", "t")
+    for bad in [(ok[0], 99, (4,), (1,)), (ok[0], 0, (1, 1, 1, 1, 4), (4, 4, 4, 4, 1)),
+                (ok[0], 0, (4,), ())]:
+        with pytest.raises(RuntimeError, match="internal error: a bad array descriptor"):
+            glmnorm._ext.rms_norm(bad, ok, ok, 1e-5, "single", 0.0)
+
+
 def test_rope_without_tables_is_refused_by_the_library_alike_everywhere():
     """rotary_dim > 0 with a table missing: the library's rule and message, through the
     package and the torch op; with rotary_dim 0 the tables are not read."""
