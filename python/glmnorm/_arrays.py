@@ -29,17 +29,21 @@ _NP_DTYPES = {code: dt for dt, code in _NP_CODES.items()}
 
 from . import _glmnorm as _ext
 
+_MAX_RANK = _ext.MAX_RANK  # glmnorm::kMaxRank: the dims a descriptor holds
+
 _torch = None  # the torch module once a tensor has been seen
+_Tensor = type("_NoTensorYet", (), {})  # torch.Tensor once _torch is set (isinstance: no None test)
 _TORCH_CODES = {}
 _TORCH_DTYPES = {}
 
 
 def _load_torch():
-    global _torch
+    global _torch, _Tensor
     import torch
     _TORCH_CODES.update({torch.float32: F32, torch.bfloat16: BF16, torch.float16: F16,
                          torch.int8: I8, torch.float8_e4m3fn: F8E4M3, torch.int64: I64})
     _TORCH_DTYPES.update({c: t for t, c in _TORCH_CODES.items()})
+    _Tensor = torch.Tensor
     _torch = torch
     return torch
 
@@ -53,7 +57,14 @@ def is_torch(a):
     return isinstance(a, _torch.Tensor)
 
 
+def _rank_error(name, fn, rank):
+    return ValueError(f"{fn}: {name}: rank must be 1..{_MAX_RANK}, got {rank}")
+
+
 def _torch_desc(a, name, writable, fn):
+    shape = a.shape
+    if len(shape) > _MAX_RANK:  # a descriptor holds at most 4 dims (the library checks 1..4)
+        raise _rank_error(name, fn, len(shape))
     if a.device.type != "cpu":
         raise ValueError(f"{fn}: {name}: glmnorm runs on the CPU; got a tensor on {a.device}")
     if a.layout != _torch.strided:
@@ -81,7 +92,7 @@ def _torch_desc(a, name, writable, fn):
         # As PyTorch's in-place ops: autograd then refuses a backward through the old
         # value, and an inference tensor is refused outside inference mode.
         _torch.autograd.graph.increment_version(a)
-    return (a.data_ptr(), code, a.shape, a.stride())
+    return (a.data_ptr(), code, shape, a.stride())
 
 
 def _numpy_desc(a, name, writable, fn):
@@ -98,6 +109,8 @@ def _numpy_desc(a, name, writable, fn):
         if s % item:
             raise ValueError(f"{fn}: {name}: strides must be whole elements, got {a.strides} bytes")
         strides.append(s // item)
+    if len(strides) > _MAX_RANK:  # a descriptor holds at most 4 dims (the library checks 1..4)
+        raise _rank_error(name, fn, len(strides))
     return (a.__array_interface__["data"][0], code, a.shape, strides)
 
 
@@ -121,16 +134,12 @@ def as_array(a, name, fn):
 
 def desc(a, name, fn, writable=False):
     """The descriptor of array `a` (as_array's kinds). The rank is the library's to check
-    (1..4); one a descriptor cannot hold (over 4) is refused here."""
-    if not isinstance(a, np.ndarray) and not is_torch(a):
-        a = as_array(a, name, fn)
-    if len(a.shape) > _ext.MAX_RANK:
-        raise ValueError(f"{fn}: {name}: rank must be 1..{_ext.MAX_RANK}, got {len(a.shape)}")
+    (1..4); one a descriptor cannot hold (over 4) is refused here, by name."""
     if isinstance(a, np.ndarray):
         return _numpy_desc(a, name, writable, fn)
-    if _torch is None:
-        _load_torch()
-    return _torch_desc(a, name, writable, fn)
+    if isinstance(a, _Tensor) or is_torch(a):
+        return _torch_desc(a, name, writable, fn)
+    return desc(as_array(a, name, fn), name, fn, writable)
 
 
 EMPTY = (0, F32, (), ())
