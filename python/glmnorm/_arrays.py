@@ -57,14 +57,10 @@ def is_torch(a):
     return isinstance(a, _torch.Tensor)
 
 
-def _rank_error(name, fn, rank):
-    return ValueError(f"{fn}: {name}: rank must be 1..{_MAX_RANK}, got {rank}")
-
-
 def _torch_desc(a, name, writable, fn):
     shape = a.shape
     if len(shape) > _MAX_RANK:  # a descriptor holds at most 4 dims (the library checks 1..4)
-        raise _rank_error(name, fn, len(shape))
+        raise ValueError(f"{fn}: {name}: rank must be 1..{_MAX_RANK}, got {len(shape)}")
     if a.device.type != "cpu":
         raise ValueError(f"{fn}: {name}: glmnorm runs on the CPU; got a tensor on {a.device}")
     if a.layout != _torch.strided:
@@ -110,7 +106,7 @@ def _numpy_desc(a, name, writable, fn):
             raise ValueError(f"{fn}: {name}: strides must be whole elements, got {a.strides} bytes")
         strides.append(s // item)
     if len(strides) > _MAX_RANK:  # a descriptor holds at most 4 dims (the library checks 1..4)
-        raise _rank_error(name, fn, len(strides))
+        raise ValueError(f"{fn}: {name}: rank must be 1..{_MAX_RANK}, got {len(strides)}")
     return (a.__array_interface__["data"][0], code, a.shape, strides)
 
 

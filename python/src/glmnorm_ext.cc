@@ -150,13 +150,10 @@ glmnorm::AddNormOptions AddOptions(const char* fn, nb::handle eps, nb::handle ro
           Bool(fn, "normalize_rounded_sum", normalize_rounded_sum)};
 }
 
+// A static scale (scales is then empty), or the per-row scales the kernel writes.
 glmnorm::QuantOptions Quant(const char* fn, nb::handle scale, const Desc& scales) {
-  glmnorm::QuantOptions q;
-  q.scaling = scale.is_none() ? glmnorm::QuantScaling::kDynamicPerToken
-                              : glmnorm::QuantScaling::kStatic;
-  q.scales = Out(scales);  // empty with a static scale
-  if (!scale.is_none()) q.scale = Float32(fn, "scale", scale);
-  return q;
+  if (scale.is_none()) return {glmnorm::QuantScaling::kDynamicPerToken, 1.0f, Out(scales)};
+  return {glmnorm::QuantScaling::kStatic, Float32(fn, "scale", scale), Out(scales)};
 }
 
 glmnorm::QkHeads Heads(const char* fn, nb::handle nq, nb::handle nk, nb::handle nv,

@@ -274,17 +274,13 @@ std::tuple<at::Tensor, at::Tensor> QuantBuffers(const char* op, const at::Tensor
   return {NewOutput(like.sizes(), like.options().dtype(dtype)), at::full({1}, checked, f32)};
 }
 
+// A static scale, or the per-row scales the kernel writes.
 glmnorm::QuantOptions Quant(const char* op, std::optional<double> scale,
                             const at::Tensor& scales) {
-  glmnorm::QuantOptions q;
   if (scale.has_value()) {
-    q.scaling = glmnorm::QuantScaling::kStatic;
-    q.scale = glmnorm::Float32Argument("scale", *scale);
-  } else {
-    q.scaling = glmnorm::QuantScaling::kDynamicPerToken;
-    q.scales = View<void*>(op, scales, "scales");
+    return {glmnorm::QuantScaling::kStatic, glmnorm::Float32Argument("scale", *scale), {}};
   }
-  return q;
+  return {glmnorm::QuantScaling::kDynamicPerToken, 1.0f, View<void*>(op, scales, "scales")};
 }
 
 std::tuple<at::Tensor, at::Tensor> RmsNormQuant(const at::Tensor& x, const at::Tensor& weight,
