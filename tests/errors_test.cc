@@ -181,6 +181,13 @@ TEST(Errors, BindingScalarsOutOfRangeAreRefusedNotNarrowed) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "num_q_heads must fit in 32 bits, got 4294967298");
   }
+  EXPECT_EQ(Float32Argument("eps", 1e-40), static_cast<float>(1e-40));  // subnormal: kept
+  try {
+    Float32Argument("eps", 1e-46);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "eps must fit in float32 (it would round to 0), got 1e-46");
+  }
   try {
     Float32Argument("eps", -1e300);
     ADD_FAILURE() << "no error";

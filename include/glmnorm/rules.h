@@ -30,7 +30,8 @@ Rounding RoundingFromName(std::string_view name);
 // Scalar arguments as a binding receives them (Python's float and int,
 // torch's double and int64) -> the library's float and int, refused rather
 // than narrowed: Error "<name> must fit in float32, got <value>" for a finite
-// value past float32's range (inf and NaN pass on: the op judges them), and
+// value past float32's range or a non-zero one that would round to 0 (inf
+// and NaN pass on: the op judges them), and
 // "<name> must fit in 32 bits, got <value>" for an integer past int32's.
 float Float32Argument(std::string_view name, double value);
 int Int32Argument(std::string_view name, int64_t value);

@@ -75,10 +75,13 @@ def add_rms_norm_backward(residual: A, weight: ArrayLike, dy: ArrayLike,
 def qk_norm_backward(qkv: A, q_weight: ArrayLike, k_weight: ArrayLike, dqkv: ArrayLike, *,
                      num_q_heads: int, num_k_heads: int, num_v_heads: int, head_dim: int,
                      eps: float = 1e-5, rounding: Rounding = ..., weight_offset: float = 0.0,
+                     rotary_dim: int = 0, cos: ArrayLike | None = None,
+                     sin: ArrayLike | None = None, positions: ArrayLike | None = None,
                      dweight_dtype: DTypeLike | None = None,
                      out: A | None = None) -> tuple[A, A, A]:
-    """(dqkv_in, dq_weight, dk_weight) of qk_norm WITHOUT RoPE; v columns of dqkv_in are
-    dqkv's (out=dqkv: in place). Raises ValueError / TypeError."""
+    """(dqkv_in, dq_weight, dk_weight) of qk_norm, with the forward's RoPE arguments when it
+    had RoPE; v columns of dqkv_in are dqkv's (out=dqkv: in place). Raises ValueError /
+    TypeError."""
 
 def set_num_threads(n: int) -> None:
     """Threads of glmnorm's pool (caller included), n >= 1 (ValueError otherwise)."""

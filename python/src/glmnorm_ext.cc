@@ -215,7 +215,7 @@ void RmsNormQuant(const Desc& x, const Desc& gamma, const Desc& q, H scale, cons
   constexpr const char* kFn = "glmnorm.rms_norm_quant";
   const auto opt = Options(kFn, eps, rounding, weight_offset);
   const auto quant = Quant(kFn, scale, scales);
-  Run(kFn, [&] { glmnorm::RmsNormQuant(In(x), In(gamma), Out(q), quant, opt); });
+  Run(kFn, [&] { glmnorm::RmsNormQuant(In(x), In(gamma), Out(q), quant, opt); }, {{"q", "out"}});
 }
 
 void AddRmsNormQuant(const Desc& residual, const Desc& delta, const Desc& gamma, const Desc& q,
@@ -226,7 +226,7 @@ void AddRmsNormQuant(const Desc& residual, const Desc& delta, const Desc& gamma,
   const auto quant = Quant(kFn, scale, scales);
   Run(kFn, [&] {
     glmnorm::AddRmsNormQuant(Out(residual), In(delta), In(gamma), Out(q), quant, opt);
-  });
+  }, {{"q", "out"}});
 }
 
 // The backward kernels (rms_norm_backward.h, add_rms_norm_backward.h,
@@ -354,7 +354,7 @@ NB_MODULE(_glmnorm, m) {
         n("num_q_heads"), n("num_k_heads"), n("num_v_heads"), n("head_dim"), a("q_weight"),
         a("k_weight"), a("dq_weight"), a("dk_weight"), n("eps"), n("rounding"),
         n("weight_offset"), n("rotary_dim"), a("cos"), a("sin"), a("positions"));
-  m.def("output_dtype", &OutputDType);
+  m.def("output_dtype", &OutputDType, a("op"), a("codes"), n("rounding"));
   // check_args(fn, {name: value}): the scalar arguments of a call converted as
   // every function here converts them (TypeError / ValueError naming fn and
   // the argument); with eps, rounding and weight_offset all given, also the

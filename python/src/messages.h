@@ -27,8 +27,8 @@ using Rename = std::pair<std::string_view, std::string_view>;
 inline std::string PythonMessage(std::string_view fn, std::string_view what,
                                  std::initializer_list<Rename> extra = {}) {
   // The names every Python signature spells alike. The fields of the C++
-  // option structs ("rope.cos", "heads.head_dim") are plain Python arguments:
-  // their struct prefix is dropped.
+  // option structs ("rope.cos", "heads.head_dim", "options.eps") are plain
+  // Python arguments: their struct prefix is dropped.
   static constexpr Rename kNames[] = {
       {"gamma", "weight"},   {"q_gamma", "q_weight"},   {"k_gamma", "k_weight"},
       {"dgamma", "dweight"}, {"dq_gamma", "dq_weight"}, {"dk_gamma", "dk_weight"},
@@ -37,7 +37,7 @@ inline std::string PythonMessage(std::string_view fn, std::string_view what,
   };
   auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   auto python_name = [&](std::string_view w) {
-    for (std::string_view group : {"rope.", "heads."}) {
+    for (std::string_view group : {"rope.", "heads.", "options."}) {
       if (w.size() > group.size() && w.substr(0, group.size()) == group)
         w.remove_prefix(group.size());
     }

@@ -528,12 +528,17 @@ void RefuseGrad(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     const size_t n = op.schema().arguments().size();
     for (size_t i = stack->size() - n; i < stack->size(); ++i) {
       const c10::IValue& v = (*stack)[i];
+      const bool is_backward = name.size() > 9 && name.substr(name.size() - 9) == "_backward";
       TORCH_CHECK(!(v.isTensor() && v.toTensor().requires_grad()),
                   "glmnorm: torch.ops.glmnorm.", name,
-                  " has no backward (it updates its input in place or quantises: the "
-                  "differentiable ops are rms_norm and the functional qk_norm; in training use "
-                  "them, or add the residual in PyTorch). Run under torch.no_grad() / "
-                  "torch.inference_mode(), or detach the inputs.");
+                  is_backward
+                      ? " has no backward: glmnorm has no double backward (create_graph=True, "
+                        "higher-order gradients). Use first-order gradients, or PyTorch's own "
+                        "ops where a second derivative is needed."
+                      : " has no backward (it updates its input in place or quantises: the "
+                        "differentiable ops are rms_norm and the functional qk_norm; in training "
+                        "use them, or add the residual in PyTorch). Run under torch.no_grad() / "
+                        "torch.inference_mode(), or detach the inputs.");
     }
   }
   op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);

@@ -218,6 +218,26 @@ def test_rank5_input_is_refused_alike_everywhere():
         gt.RMSNorm(64)(x5)
 
 
+def test_empty_inputs_with_zero_strides_are_a_no_op_everywhere():
+    """NumPy 2 gives zero-size arrays strides of 0: an empty view has no layout to check,
+    so every op (the quant ops and empty RoPE tables included) does nothing, as for any
+    other empty input."""
+    def empty(*shape, dtype=np.float32):
+        return np.lib.stride_tricks.as_strided(np.empty(0, dtype), shape, (0,) * len(shape))
+    w = np.ones(64, np.float32)
+    q, scales = glmnorm.rms_norm_quant(empty(0, 64), w)
+    assert q.shape == (0, 64) and scales.shape == (0,)
+    q, scales = glmnorm.add_rms_norm_quant(empty(0, 64), empty(0, 64), w)
+    assert q.shape == (0, 64) and scales.shape == (0,)
+    qkv = np.ones((2, 64), np.float32)
+    heads = dict(num_q_heads=2, num_k_heads=1, num_v_heads=1, head_dim=16)
+    t = empty(0, 4)  # no positions: only an empty qkv can use it
+    out = glmnorm.qk_norm(empty(0, 64), w[:16], w[:16], **heads, rotary_dim=8, cos=t, sin=t)
+    assert out.shape == (0, 64)
+    with pytest.raises(ValueError, match="cos has 0 positions"):
+        glmnorm.qk_norm(qkv, w[:16], w[:16], **heads, rotary_dim=8, cos=t, sin=t)
+
+
 def test_a_descriptor_the_package_could_not_make_is_an_internal_error():
     """_arrays.desc refuses a rank over 4 by the argument's name (test above); a descriptor
     that still reaches the extension bad is the package's fault: RuntimeError, no read."""
@@ -499,3 +519,31 @@ def test_wrapper_defaults_must_match_the_schema():
         @gt._entry("rms_norm")
         def drifted(x, weight, eps=1e-6, rounding="cast-then-scale", weight_offset=0.0):
             """A wrapper whose eps default is not the schema's."""
+
+
+def test_newcomer_messages_name_python_arguments():
+    """Found by a newcomer review: the quant ops' output is `out` (C++ `q`), an option
+    struct's field is the argument (no `options.` prefix), rounding=None is named even
+    without out=, a value that would round to 0 in float32 is refused, and a backward op
+    under create_graph says there is no double backward."""
+    x, w = np.ones((4, 64), np.float32), np.ones(64, np.float32)
+    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm_quant: out shape must equal"):
+        glmnorm.rms_norm_quant(x, w, dtype="int8", out=np.empty((4, 63), np.int8))
+    with pytest.raises(ValueError, match=r"^glmnorm.add_rms_norm_quant: out shape must equal"):
+        glmnorm.add_rms_norm_quant(x.copy(), x, w, dtype="int8", out=np.empty((4, 63), np.int8))
+    bf = glmnorm._arrays._NP_DTYPES[glmnorm._arrays.BF16]
+    with pytest.raises(ValueError, match=r"^glmnorm.add_rms_norm_backward: normalize_rounded_sum "
+                                         r"must be true"):
+        glmnorm.add_rms_norm_backward(np.ones((2, 16), bf), np.ones(16, bf), np.ones((2, 16), bf),
+                                      normalize_rounded_sum=False)
+    for fn in (glmnorm.rms_norm, lambda x, w, **k: glmnorm.add_rms_norm(x.copy(), x, w, **k)):
+        with pytest.raises(TypeError, match=r"rounding must be a str .*got NoneType"):
+            fn(x, w, rounding=None)
+    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: eps must fit in float32 \(it would "
+                                         r"round to 0\), got 1e-46"):
+        glmnorm.rms_norm(x, w, eps=1e-46)
+    xt = torch.ones(2, 64, requires_grad=True)
+    y = gt.rms_norm(xt, torch.ones(64))
+    with pytest.raises(RuntimeError, match="rms_norm_backward has no backward: glmnorm has no "
+                                           "double backward"):
+        torch.autograd.grad(y.sum(), xt, create_graph=True)

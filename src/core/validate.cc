@@ -333,7 +333,12 @@ float Float32Argument(std::string_view name, double value) {
   if (std::isfinite(value) && std::fabs(value) > FLT_MAX) {
     throw Error(std::string(name) + " must fit in float32, got " + ShortestString(value));
   }
-  return static_cast<float>(value);
+  const float f = static_cast<float>(value);
+  if (f == 0.0f && value != 0.0) {  // 1e-46 would become 0: a value the caller never gave
+    throw Error(std::string(name) + " must fit in float32 (it would round to 0), got " +
+                ShortestString(value));
+  }
+  return f;
 }
 
 int Int32Argument(std::string_view name, int64_t value) {
