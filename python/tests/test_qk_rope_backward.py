@@ -101,8 +101,10 @@ def test_rope_backward_at_least_as_accurate_as_transformers(gen, dtype):
     weight gradients 0.81-1.02) is at most 1.05, and no case is more than 1.6x worse on the
     mean or 3x on the max. Both sides are float32 sums in different orders, so one case is
     a draw: with 3 rows of one k head a weight gradient column is a sum of 3 terms and either
-    side may be ahead (measured up to 2.2x on the max). So: as accurate as Transformers on
-    average, better on dqkv; NOT better on every run for the weight gradients."""
+    side may be ahead (measured up to 2.2x on the max, 1.9x on the mean): such columns (fewer
+    than 8 terms) are checked against float64 alone (2 epsilons of the largest value), not in
+    the geometric mean. So: as accurate as Transformers on average, better on dqkv; NOT better
+    on every run for the weight gradients."""
     print(f"seed {SEED}")
     log_ratio = {"dqkv": [], "dq_weight": [], "dk_weight": []}
     for case in CASES:
@@ -122,6 +124,15 @@ def test_rope_backward_at_least_as_accurate_as_transformers(gen, dtype):
             print(f"{dtype} {case} {name}: glmnorm mean {mean_g:.3e} max {max_g:.3e}; "
                   f"transformers mean {mean_h:.3e} max {max_h:.3e}")
             tiny = float(r.abs().max()) * 2.0**-30  # both exact (e.g. a 1-token bf16 case)
+            heads = {"dq_weight": nq, "dk_weight": nk}.get(name)
+            if heads is not None and t * heads < 8:
+                # A column of this weight gradient sums fewer than 8 terms: which float32
+                # order lands closer is a draw (seed 1032: glmnorm's mean error 1.9x
+                # Transformers' at 3 rows of one k head). Checked against float64 instead:
+                # within 2 units of the dtype's epsilon of the largest value.
+                bound = 2 * torch.finfo(dtype).eps * float(r.abs().max())
+                assert max_g <= bound + tiny, (case, name)
+                continue  # and left out of the geometric mean below
             assert mean_g <= 1.6 * mean_h + tiny and max_g <= 3.0 * max_h + tiny, (case, name)
             log_ratio[name].append(math.log((mean_g + tiny) / (mean_h + tiny)))
         # v's gradient passes through untouched.
