@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "core/cpu_features.h"
@@ -270,6 +271,14 @@ HWY_INLINE Bf16Pairs LoadBf16Pairs(const BF16* p) {
           _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int32_t(0xFFFF0000u))))};
 }
 
+// VCVTNE2PS2BF16: words 0..15 are `low` rounded to bf16, words 16..31
+// `high` (nearest even; subnormal inputs become zero).
+HWY_INLINE __m512i PackBf16(__m512 high, __m512 low) {
+  __m512i packed;
+  asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(packed) : "v"(high), "v"(low));
+  return packed;
+}
+
 // Stores the 32 values rounded to bf16 in memory order: natively (only where
 // g_native_bf16), unless a lane is subnormal (the instruction flushes
 // those), and then with the portable NaN-safe rounding, as StoreF32As does
@@ -278,8 +287,8 @@ template <bool kStream>
 HWY_INLINE void StoreBf16Pairs(const Bf16Pairs& y, BF16* p) {
   __m512i out;
   if (HWY_LIKELY((SubnormalLanes(y.even) | SubnormalLanes(y.odd)) == 0)) {
-    __m512i packed;  // words 0..15: the even elements, 16..31: the odd ones
-    asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(packed) : "v"(y.odd), "v"(y.even));
+    // Words 0..15: the even elements, 16..31: the odd ones.
+    const __m512i packed = PackBf16(y.odd, y.even);
     // Word 2m <- word m, word 2m + 1 <- word 16 + m.
     const __m512i interleave =
         _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
@@ -297,6 +306,93 @@ HWY_INLINE void StoreBf16Pairs(const Bf16Pairs& y, BF16* p) {
     _mm512_storeu_si512(p, out);
   }
 }
+
+// ---------------------------------------------------------------- native bf16 rows
+
+// Rows whose nonzero squares, h = x * r and outputs are all normal floats
+// (NativeRowOk, norm_row-inl.h) take the AVX512-BF16 instructions further
+// than the store: on Zen 4 the 32-value loops are bound by vector
+// instructions (docs/PERFORMANCE.md), and these do the work of several.
+// They flush subnormal inputs and results to zero, which is why the rows
+// must be proven free of them; elsewhere they give the library's bits.
+//
+// VDPBF16PS: acc + a.hi * b.hi + a.lo * b.lo per 32-bit lane (hi, lo: its
+// two bf16 words). With the other word of each lane masked to zero, it is
+// acc + x * x: the product of two bf16 values is exact in float32, so the
+// one rounding is Add's.
+HWY_INLINE __m512 DotBf16(__m512 acc, __m512i a, __m512i b) {
+  asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
+// The running minimum, per 16-bit word, of 2 * |x| - 1 over bf16 words
+// (doubling drops the sign; zero wraps to 0xFFFF): the smallest nonzero
+// magnitude, decoded by AbsOfMinBits. NaN and inf words are the largest.
+HWY_INLINE __m512i MinNonzeroBits(__m512i min_bits, __m512i v) {
+  const __m512i doubled = _mm512_add_epi16(v, v);
+  return _mm512_min_epu16(min_bits, _mm512_add_epi16(doubled, _mm512_set1_epi32(-1)));
+}
+HWY_INLINE uint16_t MinNonzeroBits(uint16_t min_bits, uint16_t v) {
+  return std::min(min_bits, static_cast<uint16_t>(static_cast<uint16_t>(v << 1) - 1));
+}
+// The smallest nonzero |x| from MinNonzeroBits' minimum (+inf when every
+// value was zero).
+HWY_INLINE float AbsOfMinBits(uint16_t min_bits) {
+  if (min_bits == 0xFFFF) return std::numeric_limits<float>::infinity();
+  return F32FromBF16(static_cast<uint16_t>((min_bits + 1u) >> 1));
+}
+
+// The lane order of NormalizeNativePairs (norm_row-inl.h). h = x * r is
+// split as Bf16Pairs (even, odd elements); PackBf16(odd, even) holds element
+// 2m at word m and 2m + 1 at word 16 + m. Unpacking that with zeros
+// (vpunpck[lh]wd work within 128-bit quarters) gives the float32 vectors A
+// (lane 4q + t from word 8q + t) and B (from word 8q + 4 + t), q, t < 4:
+// gamma is permuted into that order, and one word permute puts
+// PackBf16(y_B, y_A) back in memory order.
+struct NativeOrder {
+  uint16_t element[32];      // the element of a 32-value block in lane l of A (l < 16), B
+  uint16_t packed_word[32];  // the word of PackBf16(y_B, y_A) that holds element e
+  // Word permutes of 32 gamma words and a zero vector (words 32..63) into
+  // float32 A and B: the high word of lane l is element[l], the low one 0.
+  uint16_t gamma_a[32], gamma_b[32];
+};
+constexpr NativeOrder MakeNativeOrder() {
+  NativeOrder o{};
+  for (int l = 0; l < 32; ++l) {
+    const int q = (l % 16) / 4, t = l % 4;
+    const int word = 8 * q + t + (l < 16 ? 0 : 4);
+    o.element[l] = static_cast<uint16_t>(word < 16 ? 2 * word : 2 * (word - 16) + 1);
+    o.packed_word[o.element[l]] = static_cast<uint16_t>(l);
+    uint16_t* gamma = l < 16 ? o.gamma_a : o.gamma_b;
+    gamma[2 * (l % 16)] = 32;
+    gamma[2 * (l % 16) + 1] = o.element[l];
+  }
+  return o;
+}
+inline constexpr NativeOrder kNativeOrder = MakeNativeOrder();
+
+// The smallest nonzero |gamma + offset| of n bf16 values (the offset added
+// only when non-zero, as the row loops do), +inf when none; NaN is skipped.
+HWY_INLINE float MinNonzeroAbsOfGamma(const BF16* gamma, size_t n, float offset) {
+  if (offset == 0.0f) {
+    __m512i min_bits = _mm512_set1_epi32(-1);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) min_bits = MinNonzeroBits(min_bits, _mm512_loadu_si512(gamma + i));
+    HWY_ALIGN uint16_t words[32];
+    _mm512_store_si512(words, min_bits);
+    uint16_t m = 0xFFFF;
+    for (uint16_t w : words) m = std::min(m, w);
+    for (; i < n; ++i) m = MinNonzeroBits(m, gamma[i].bits);
+    return AbsOfMinBits(m);
+  }
+  float m = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < n; ++i) {
+    const float g = std::fabs(F32FromBF16(gamma[i].bits) + offset);
+    if (g != 0.0f && g < m) m = g;  // false for NaN
+  }
+  return m;
+}
+
 #else
 #define GLMNORM_HAVE_BF16_PAIRS 0
 #endif

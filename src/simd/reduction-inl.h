@@ -95,9 +95,22 @@ struct CanonicalSumSteps {
   static constexpr size_t K = kVirtualLanes / N;
   static constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
   V total[K];
+#if GLMNORM_HAVE_BF16_PAIRS
+  // Pair layout only: whether the blocks of squares take VDPBF16PS
+  // (NativeBlockOfSquares), and the smallest nonzero |x| they saw
+  // (MinNonzeroBits, convert-inl.h).
+  bool native = false;
+  __m512i min_bits = _mm512_set1_epi32(-1);
+#endif
 
-  explicit CanonicalSumSteps(D d) {
+  // `native`: the pair layout's blocks take VDPBF16PS (g_native_bf16 only).
+  explicit CanonicalSumSteps(D d, bool native_blocks = false) {
     for (size_t k = 0; k < K; ++k) total[k] = hn::Zero(d);
+#if GLMNORM_HAVE_BF16_PAIRS
+    native = kPairs && native_blocks;
+#else
+    (void)native_blocks;
+#endif
   }
 
   // The whole block of kBlock terms at `base`.
@@ -139,6 +152,41 @@ struct CanonicalSumSteps {
   }
 #endif
 
+#if GLMNORM_HAVE_BF16_PAIRS
+  // BlockOfSquarePairs for the bf16 values at x, by VDPBF16PS (DotBf16,
+  // convert-inl.h), noting the smallest nonzero |x|. Its sums are
+  // BlockOfSquarePairs' wherever no square or partial sum is subnormal (the
+  // instruction flushes them): FinishRowInvRms checks that afterwards.
+  HWY_INLINE void NativeBlockOfSquares(const hwy::bfloat16_t* x) {
+    const __m512i low_word = _mm512_set1_epi32(0xFFFF);
+    const __m512i high_word = _mm512_set1_epi32(static_cast<int32_t>(0xFFFF0000u));
+    __m512 block[K];
+    for (size_t k = 0; k < K; ++k) block[k] = _mm512_setzero_ps();
+    for (size_t c = 0; c < kBlockChunks; ++c) {
+      for (size_t half = 0; half < 2; ++half) {
+        const __m512i v = _mm512_loadu_si512(x + c * kVirtualLanes + half * 32);
+        min_bits = MinNonzeroBits(min_bits, v);
+        const __m512i even = _mm512_and_si512(v, low_word);
+        const __m512i odd = _mm512_and_si512(v, high_word);
+        block[2 * half] = DotBf16(block[2 * half], even, even);
+        block[2 * half + 1] = DotBf16(block[2 * half + 1], odd, odd);
+      }
+    }
+    for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], V{block[k]});
+  }
+
+  // The smallest nonzero |x| of the row's width values at x: the native
+  // blocks' minimum (they end at `base`) and the rest.
+  HWY_INLINE float MinNonzeroAbs(const hwy::bfloat16_t* x, size_t base, size_t width) const {
+    HWY_ALIGN uint16_t words[32];
+    _mm512_store_si512(words, min_bits);
+    uint16_t m = 0xFFFF;
+    for (uint16_t w : words) m = std::min(m, w);
+    for (size_t i = base; i < width; ++i) m = MinNonzeroBits(m, x[i].bits);
+    return AbsOfMinBits(m);
+  }
+#endif
+
   // Block(d, base, Squares(load)) for the values of a row of T at x, the
   // load being LoadF32; in the pair layout, 32 values per load.
   template <typename T>
@@ -146,7 +194,11 @@ struct CanonicalSumSteps {
     static_assert(kPairs == SquarePairsFor<T, D>(), "the layout of a row of T");
     if constexpr (kPairs) {
 #if GLMNORM_HAVE_BF16_PAIRS
-      BlockOfSquarePairs(d, base, [x](size_t i) { return LoadBf16Pairs(x + i); });
+      if (native) {
+        NativeBlockOfSquares(x + base);
+      } else {
+        BlockOfSquarePairs(d, base, [x](size_t i) { return LoadBf16Pairs(x + i); });
+      }
 #endif
     } else {
       Block(d, base, Squares([x](auto dd, size_t i) { return LoadF32(dd, x + i); }));
@@ -234,6 +286,9 @@ struct InvRms {
   float r;
   float prescale;
   bool finite_row;  // no inf or NaN in the row (so x * r has no NaN)
+  // The smallest nonzero |x| of the row (+inf if all are zero) where the
+  // reduction noted it (bf16 rows on CPUs with AVX512-BF16), else 0.
+  float min_abs = 0.0f;
 };
 
 // The slow path for NeedsRescale rows: the canonical sum of squares of the
@@ -316,19 +371,61 @@ HWY_INLINE InvRms RowInverseRms(D d, size_t width, float eps, const Load& load,
   return InvRmsFromSum(d, width, eps, sum_sq, load, load_partial);
 }
 
-// RowInverseRms of the width values of T at x (loaded by LoadF32), whole
-// blocks through CanonicalSumSteps::BlockOfSquares.
-template <class D, typename T>
-HWY_INLINE InvRms RowInverseRmsOf(D d, size_t width, float eps, const T* x) {
+// Whether the whole blocks of a bf16 row take VDPBF16PS: with AVX512-BF16.
+template <class D, bool kPairs>
+HWY_INLINE bool NativeBlocks() {
+#if GLMNORM_HAVE_BF16_PAIRS
+  return kPairs && g_native_bf16;
+#else
+  return false;
+#endif
+}
+
+// A row's smallest nonzero square below this is subnormal (2^-126).
+constexpr float kNativeMinAbs = 0x1p-63f;
+
+// InvRms of the width values of T at x, whose whole blocks `sum` has added
+// (up to `base`). A native sum is kept where the row's smallest nonzero |x|
+// proves every square and partial sum normal (so VDPBF16PS flushed
+// nothing); otherwise the row is summed again without it. Same bits as
+// RowInverseRms.
+template <class D, bool kPairs, typename T>
+HWY_INLINE InvRms FinishRowInvRms(D d, CanonicalSumSteps<D, kPairs>& sum, size_t base,
+                                  size_t width, float eps, const T* x) {
   const auto load = [x](auto dd, size_t i) { return LoadF32(dd, x + i); };
   const auto load_partial = [x](auto dd, size_t i, size_t n) {
     return LoadF32Partial(dd, x + i, n);
   };
-  CanonicalSumSteps<D, SquarePairsFor<T, D>()> sum(d);
+  float sum_sq = sum.Finish(d, base, width, Squares(load), Squares(load_partial));
+  float min_abs = 0.0f;
+#if GLMNORM_HAVE_BF16_PAIRS
+  if constexpr (kPairs) {
+    if (sum.native) {
+      min_abs = sum.MinNonzeroAbs(x, base, width);
+      if (HWY_UNLIKELY(!(min_abs >= kNativeMinAbs))) {
+        CanonicalSumSteps<D, kPairs> exact(d);
+        size_t b = 0;
+        for (; b + exact.kBlock <= width; b += exact.kBlock) exact.BlockOfSquares(d, x, b);
+        sum_sq = exact.Finish(d, b, width, Squares(load), Squares(load_partial));
+        min_abs = 0.0f;
+      }
+    }
+  }
+#endif
+  InvRms inv = InvRmsFromSum(d, width, eps, sum_sq, load, load_partial);
+  inv.min_abs = min_abs;
+  return inv;
+}
+
+// RowInverseRms of the width values of T at x (loaded by LoadF32), whole
+// blocks through CanonicalSumSteps::BlockOfSquares.
+template <class D, typename T>
+HWY_INLINE InvRms RowInverseRmsOf(D d, size_t width, float eps, const T* x) {
+  constexpr bool kPairs = SquarePairsFor<T, D>();
+  CanonicalSumSteps<D, kPairs> sum(d, NativeBlocks<D, kPairs>());
   size_t base = 0;
   for (; base + sum.kBlock <= width; base += sum.kBlock) sum.BlockOfSquares(d, x, base);
-  const float sum_sq = sum.Finish(d, base, width, Squares(load), Squares(load_partial));
-  return InvRmsFromSum(d, width, eps, sum_sq, load, load_partial);
+  return FinishRowInvRms(d, sum, base, width, eps, x);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -29,7 +29,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <utility>
 
 #include "hwy/highway.h"
 #include "simd/convert-inl.h"
@@ -181,25 +180,19 @@ template <typename T, class D, class Row, class Normalize>
 HWY_INLINE void ForEachRowInSpans(D d, size_t width, float eps, int64_t begin, int64_t end,
                                   const Row& row, const Normalize& normalize) {
   if (begin >= end) return;
-  const auto loads = [](const T* x) {
-    return std::make_pair([x](auto dd, size_t k) { return LoadF32(dd, x + k); },
-                          [x](auto dd, size_t k, size_t n) {
-                            return LoadF32Partial(dd, x + k, n);
-                          });
-  };
+  constexpr bool kPairs = SquarePairsFor<T, D>();
+  const bool native = NativeBlocks<D, kPairs>();
   InvRms inv = RowInverseRmsOf(d, width, eps, row(begin));
   for (int64_t i = begin; i + 1 < end; ++i) {
     const T* next = row(i + 1);
-    const auto [load, load_partial] = loads(next);
-    CanonicalSumSteps<D, SquarePairsFor<T, D>()> sum(d);
+    CanonicalSumSteps<D, kPairs> sum(d, native);
     size_t base = 0;
     for (; base + sum.kBlock <= width; base += sum.kBlock) {
       sum.BlockOfSquares(d, next, base);
       normalize(i, inv, base, base + sum.kBlock);
     }
     if (base < width) normalize(i, inv, base, width);
-    const float sum_sq = sum.Finish(d, base, width, Squares(load), Squares(load_partial));
-    inv = InvRmsFromSum(d, width, eps, sum_sq, load, load_partial);
+    inv = FinishRowInvRms(d, sum, base, width, eps, next);
   }
   normalize(end - 1, inv, size_t{0}, width);
 }

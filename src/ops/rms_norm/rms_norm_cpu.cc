@@ -29,19 +29,26 @@ namespace HWY_NAMESPACE {
 // moves forward by the head, so that every span but the first starts
 // aligned (the spans of one row still cover it, once each). kMayBeNaN as in
 // ForEachNormVectorSpan. `pairs`: the fast path of PairsApply's rows, 32
-// values at a time (then the head aligns y to 64 bytes).
+// values at a time (then the head aligns y to 64 bytes); `native`: the row
+// takes NormalizeNativePairs there (NativeRowOk).
 template <typename T, typename W, typename O, bool kCastThenScale, bool kMayBeNaN, class D,
           class Load, class LoadPartial>
 HWY_INLINE void NormalizeSpan(D d, size_t width, size_t begin, size_t end, InvRms inv,
                               const W* HWY_RESTRICT gamma, float weight_offset, const T* x,
-                              const T* ahead, O* y, bool stream, bool pairs, const Load& load,
+                              const T* ahead, O* y, bool stream, bool pairs, bool native,
+                              const Load& load,
                               const LoadPartial& load_partial) {
   const StoreSink<O, kMayBeNaN, false> store{y};
-  const auto span = [&](size_t from, size_t to, const auto& sink, auto streamed) {
+  const auto span = [&](size_t from, size_t to, const auto& sink, auto streamed) GLMNORM_INLINE_LAMBDA {
     if constexpr (!kMayBeNaN) {
       if (pairs) {
-        from = NormalizePairs<decltype(streamed)::value>(d, from, to, inv.r, x, gamma,
-                                                         weight_offset, y, ahead);
+        constexpr bool kStream = decltype(streamed)::value;
+        if (native) {
+          from = NormalizeNativePairs<kStream>(d, from, to, inv.r, x, gamma, weight_offset, y,
+                                               ahead);
+        } else {
+          from = NormalizePairs<kStream>(d, from, to, inv.r, x, gamma, weight_offset, y, ahead);
+        }
       }
     }
     if (from < to) {
@@ -78,6 +85,13 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
       !FastPathNeedsFiniteGamma<T, O>(d) || AllFinite(d, gamma, width);
   const bool stream = job.size.rows * job.p.width * int64_t{sizeof(O)} >= cpu::kStreamMinBytes;
   const bool pairs = PairsApply<T, W, O, kCastThenScale>(d, width);
+  // Pair rows may take NormalizeNativePairs where NativeRowOk says so.
+  float gamma_min_abs = 0.0f;
+#if GLMNORM_HAVE_BF16_PAIRS
+  if constexpr (PairTypes<T, W, O, decltype(d)>()) {
+    if (pairs) gamma_min_abs = MinNonzeroAbsOfGamma(gamma, width, job.p.weight_offset);
+  }
+#endif
   const auto x_of = [&](int64_t row) {
     return static_cast<const T*>(job.x) + job.x_rows.Offset(row);
   };
@@ -88,7 +102,7 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
       std::max<int64_t>(2, cpu::kPrefetchBytes / std::max<int64_t>(1, job.p.width * sizeof(T)));
   // Values [begin, end) of row `row` given its 1/rms: y from x, prefetching
   // ahead.
-  const auto normalize_span = [&](int64_t row, const InvRms& inv, size_t begin, size_t end) {
+  const auto normalize_span = [&](int64_t row, const InvRms& inv, size_t begin, size_t end) GLMNORM_INLINE_LAMBDA {
     const T* x = x_of(row);
     O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
     // This row is normalised from cache, with no read of memory in flight
@@ -104,10 +118,11 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
       return LoadF32Partial(dd, x + i, n);
     };
     if (begin == 0 && job.rstd != nullptr) job.rstd[row * job.rstd_stride] = inv.r * inv.prescale;
-    WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
+    const bool native = pairs && NativeRowOk(inv, gamma_min_abs);
+    WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) GLMNORM_INLINE_LAMBDA {
       NormalizeSpan<T, W, O, kCastThenScale, decltype(may_be_nan)::value>(
           d, width, begin, end, inv, gamma, job.p.weight_offset, x, ahead, y, stream, pairs,
-          load, load_partial);
+          native, load, load_partial);
     });
   };
   const auto normalize = [&](int64_t row, const InvRms& inv) {

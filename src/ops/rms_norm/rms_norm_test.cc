@@ -418,6 +418,128 @@ TEST(RmsNorm, SpecialRowsAmongWideRows) {
   });
 }
 
+// bf16 rows of 1024 values or more take the AVX512-BF16 instructions for
+// their squares, h and y where the row's smallest nonzero |x|, r and
+// gamma's smallest nonzero magnitude prove that nothing they would flush is
+// subnormal (NativeRowOk, norm_row-inl.h; FinishRowInvRms,
+// reduction-inl.h). Rows on both sides of each bound (the tiny values in
+// the row's last partial block too), gammas with tiny, subnormal, zero and
+// non-finite entries, the Gemma offset, in place and streamed with a
+// misaligned output: the same bits on every target ("AVX3+BF16" is the
+// native one, SCALAR never is) and within the oracle's limit.
+TEST(RmsNorm, NativeBf16RowsKeepTheBitsAtEveryBound) {
+  const float kInf = std::numeric_limits<float>::infinity();
+  const float kNan = std::numeric_limits<float>::quiet_NaN();
+  const uint64_t seed = test::Seed();
+  // Row k of a call: random values (or all `fill`), then `value` at three
+  // places.
+  struct RowKind {
+    const char* name;
+    float value;
+    bool filled = false;
+    float fill = 0.0f;
+  };
+  const RowKind kRows[] = {
+      {"plain", 0.0f},
+      {"one 2^-63 (smallest square that is normal)", 0x1p-63f},
+      {"one 2^-64 (its square is subnormal)", 0x1p-64f},
+      {"one subnormal", 0x1p-130f},
+      {"one 2^-60", 0x1p-60f},
+      {"one 2^63 (a sum near float max)", 0x1p63f},
+      {"-2^-63 among zeros", -0x1p-63f, true, 0.0f},
+      // The subnormal squares add up to more than half an ulp of the sum,
+      // so a sum that flushed them would be another float (rstd shows it).
+      {"2^-48 among 2^-64", 0x1p-48f, true, 0x1p-64f},
+  };
+  struct GammaKind {
+    const char* name;
+    float value;  // at three places; 0: none
+    float offset;
+  };
+  const GammaKind kGammas[] = {
+      {"random", 0.0f, 0.0f},
+      {"one 2^-126", 0x1p-126f, 0.0f},
+      {"one 2^-100", 0x1p-100f, 0.0f},
+      {"one subnormal", 0x1p-130f, 0.0f},
+      {"one -0", -0.0f, 0.0f},
+      {"one inf", kInf, 0.0f},
+      {"one NaN", kNan, 0.0f},
+      {"offset 1, one -1", -1.0f, 1.0f},
+      {"offset 1, one -1 + 2^-8", -1.0f + 0x1p-8f, 1.0f},
+  };
+  for (int64_t width : {1024, 1100, 5120}) {
+    const int64_t rows = static_cast<int64_t>(std::size(kRows));
+    Buffer x(DType::kBF16, rows * width);
+    test::FillRandom(x, 1.0);
+    for (int64_t k = 0; k < rows; ++k) {
+      const float v = kRows[k].value;
+      if (v == 0.0f) continue;
+      if (kRows[k].filled) {
+        for (int64_t i = 0; i < width; ++i) x.Set(k * width + i, kRows[k].fill);
+      }
+      // A whole block, the last partial block (width 1100), the last value.
+      for (int64_t i : {int64_t{5}, width - 40, width - 1}) x.Set(k * width + i, v);
+    }
+    for (const GammaKind& gk : kGammas) {
+      Buffer g(DType::kBF16, width);
+      test::FillGamma(g);
+      if (gk.value != 0.0f || std::signbit(gk.value)) {
+        for (int64_t i : {int64_t{1}, width / 2, width - 3}) g.Set(i, gk.value);
+      }
+      NormOptions opt;
+      opt.weight_offset = gk.offset;
+      const std::string what = "width " + std::to_string(width) + ", gamma " + gk.name +
+                               ", seed " + std::to_string(seed);
+      const auto xv = Contiguous<const void*>(x.data(), DType::kBF16, {rows, width});
+      const auto gv = Contiguous<const void*>(g.data(), DType::kBF16, {width});
+      test::ExpectSameBitsOnEveryTarget(what, [&](const char*) {
+        Buffer y(DType::kBF16, rows * width);
+        std::vector<float> rstd(rows);
+        RmsNormWithRstd(xv, gv, Contiguous<void*>(y.data(), DType::kBF16, {rows, width}),
+                        Contiguous<void*>(rstd.data(), DType::kF32, {rows}), opt);
+        // Each row alone (the reduction of a first row is not interleaved).
+        Buffer y_row(DType::kBF16, width);
+        for (int64_t k = 0; k < rows; ++k) {
+          RmsNorm(Contiguous<const void*>(static_cast<const uint16_t*>(x.data()) + k * width,
+                                          DType::kBF16, {1, width}),
+                  gv, Contiguous<void*>(y_row.data(), DType::kBF16, {1, width}), opt);
+          EXPECT_EQ(0, std::memcmp(y_row.data(),
+                                   static_cast<const uint16_t*>(y.data()) + k * width,
+                                   width * 2))
+              << what << ": row " << kRows[k].name << " alone";
+        }
+        if (std::isfinite(gk.value)) {
+          const auto stats = test::CompareWithOracle(
+              xv, gv, Contiguous<const void*>(y.data(), DType::kBF16, {rows, width}), opt,
+              test::UlpLimit(DType::kBF16));
+          EXPECT_EQ(stats.over_limit, 0) << what << ": " << stats.first_failure;
+        }
+        std::vector<uint8_t> bytes = test::BytesOf(y.data(), rows * width * 2);
+        const std::vector<uint8_t> rstd_bytes = test::BytesOf(rstd.data(), rows * 4);
+        bytes.insert(bytes.end(), rstd_bytes.begin(), rstd_bytes.end());
+        return bytes;
+      });
+    }
+  }
+  // Streamed (an output of 4 MiB or more) to a misaligned y, in place too.
+  const int64_t rows = 420, width = 5120;
+  Buffer x(DType::kBF16, rows * width), g(DType::kBF16, width);
+  test::FillRandom(x, 1.0);
+  test::FillGamma(g);
+  for (int64_t k = 0; k < rows; k += 7) x.Set(k * width + 3 + k, kRows[k % 6].value);
+  const auto xv = Contiguous<const void*>(x.data(), DType::kBF16, {rows, width});
+  const auto gv = Contiguous<const void*>(g.data(), DType::kBF16, {width});
+  const auto streamed = test::ExpectSameBitsOnEveryTarget("streamed", [&](const char*) {
+    Buffer y(DType::kBF16, rows * width, 5);
+    RmsNorm(xv, gv, Contiguous<void*>(y.data(), DType::kBF16, {rows, width}));
+    return test::BytesOf(y.data(), rows * width * 2);
+  });
+  Buffer in_place = x;
+  RmsNorm(Contiguous<const void*>(in_place.data(), DType::kBF16, {rows, width}), gv,
+          Contiguous<void*>(in_place.data(), DType::kBF16, {rows, width}));
+  EXPECT_EQ(streamed, test::BytesOf(in_place.data(), rows * width * 2)) << "in place";
+}
+
 // The canonical order is at least as accurate as PyTorch's float32 sum: on a
 // row of 5120 equal values PyTorch's output is ~4 ulp from exact.
 TEST(RmsNorm, EqualValuesRowAccuracy) {
