@@ -73,7 +73,9 @@ int main() {
       {"vpaddd zmm", best(GLMNORM_TIME(GLMNORM_X8("vpaddd")))},
       {"vpandd zmm", best(GLMNORM_TIME(GLMNORM_X8("vpandd")))},
       {"vpermw zmm (word permute)", best(GLMNORM_TIME(GLMNORM_X8("vpermw")))},
+      {"vpermt2w zmm (two-table word permute)", best(GLMNORM_TIME(GLMNORM_X8("vpermt2w")))},
       {"vpunpcklwd zmm", best(GLMNORM_TIME(GLMNORM_X8("vpunpcklwd")))},
+      {"vpminuw zmm", best(GLMNORM_TIME(GLMNORM_X8("vpminuw")))},
       // The bf16 load's widening: zero-extend 16 words, then shift them up.
       {"vpmovzxwd ymm->zmm (16 values)", best(GLMNORM_TIME(GLMNORM_X8_1("vpmovzxwd", "ymm0")))},
       {"vpslld $16, zmm", best(GLMNORM_TIME(GLMNORM_X8_1("vpslld $16,", "zmm0")))},
@@ -99,6 +101,9 @@ int main() {
       "vcvtneps2bf16 %%zmm0, %%ymm8\n vcvtneps2bf16 %%zmm0, %%ymm9\n"));
   std::printf("%-36s %.2f\n", "vcvtneps2bf16 zmm->ymm (16 values)", cvt / mul);
   std::printf("%-36s %.2f\n", "vcvtne2ps2bf16 zmm (32 values)", cvt2 / mul);
+  // The sum of squares of native bf16 rows (reduction-inl.h): acc + x * x.
+  const double dot = best(GLMNORM_TIME(GLMNORM_X8("vdpbf16ps")));
+  std::printf("%-36s %.2f\n", "vdpbf16ps zmm (16 dot pairs)", dot / mul);
   return 0;
 }
 
