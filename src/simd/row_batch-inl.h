@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "simd/convert-inl.h"
@@ -53,16 +54,12 @@ HWY_INLINE bool RowBatches(size_t width, int64_t rows) {
          rows >= 8;
 }
 
-// inv[j] = RowInverseRms of rows[j] (width values of T each), j < n <= 16.
-// Row slots past n repeat the last row (computed, not used), so a short
-// batch costs a full one: callers batch only when there are several rows.
+// u[j] = (S_0 + S_2) + (S_1 + S_3) of rows[j] (the header's S_k), j < 16;
+// row slots past n repeat the last row.
 template <typename T>
-HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size_t n,
-                             InvRms* inv) {
+HWY_INLINE void SquareSumsOfRows(size_t width, const T* const* rows, size_t n, __m512* u) {
   const hn::ScalableTag<float> d;
-  static_assert(hn::MaxLanes(d) == 16, "the network below is for 16 lanes");
   using V = hn::Vec<decltype(d)>;
-  __m512 u[kRowBatch];
   for (size_t j = 0; j < kRowBatch; ++j) {
     const T* x = rows[j < n ? j : n - 1];
     V s[4];
@@ -77,6 +74,72 @@ HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size
       }
     }
     u[j] = hn::Add(hn::Add(s[0], s[2]), hn::Add(s[1], s[3])).raw;
+  }
+}
+
+#if GLMNORM_HAVE_BF16_PAIRS
+// SquareSumsOfRows for bf16 rows by VDPBF16PS, 32 values per load, as
+// CanonicalSumSteps::NativeBlockOfSquares does (the same bits where no square
+// or partial sum is subnormal). Returns the smallest nonzero |x| of the n
+// rows: below kNativeMinAbs the sums may differ, and the caller sums again.
+HWY_INLINE float NativeSquareSumsOfRows(size_t width, const hwy::bfloat16_t* const* rows,
+                                        size_t n, __m512* u) {
+  const __m512i low_word = _mm512_set1_epi32(0xFFFF);
+  const __m512i high_word = _mm512_set1_epi32(static_cast<int32_t>(0xFFFF0000u));
+  // The pair layout back to virtual lanes (as CanonicalSumSteps::Finish).
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi =
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  __m512i min_bits = _mm512_set1_epi32(-1);
+  for (size_t j = 0; j < kRowBatch; ++j) {
+    const hwy::bfloat16_t* x = rows[j < n ? j : n - 1];
+    __m512 p[4];
+    for (size_t k = 0; k < 4; ++k) p[k] = _mm512_setzero_ps();
+    for (size_t c = 0; c < width; c += kVirtualLanes) {
+      for (size_t half = 0; half < 2; ++half) {
+        const __m512i v = _mm512_loadu_si512(x + c + 32 * half);
+        min_bits = MinNonzeroBits(min_bits, v);
+        const __m512i even = _mm512_and_si512(v, low_word);
+        const __m512i odd = _mm512_and_si512(v, high_word);
+        p[2 * half] = DotBf16(p[2 * half], even, even);
+        p[2 * half + 1] = DotBf16(p[2 * half + 1], odd, odd);
+      }
+    }
+    const __m512 s0 = _mm512_permutex2var_ps(p[0], lo, p[1]);
+    const __m512 s1 = _mm512_permutex2var_ps(p[0], hi, p[1]);
+    const __m512 s2 = _mm512_permutex2var_ps(p[2], lo, p[3]);
+    const __m512 s3 = _mm512_permutex2var_ps(p[2], hi, p[3]);
+    u[j] = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
+  }
+  HWY_ALIGN uint16_t words[32];
+  _mm512_store_si512(words, min_bits);
+  uint16_t m = 0xFFFF;
+  for (uint16_t w : words) m = std::min(m, w);
+  return AbsOfMinBits(m);
+}
+#endif
+
+// inv[j] = RowInverseRms of rows[j] (width values of T each), j < n <= 16.
+// Row slots past n repeat the last row (computed, not used), so a short
+// batch costs a full one: callers batch only when there are several rows.
+// bf16 rows on CPUs with AVX512-BF16 are summed by VDPBF16PS, and their
+// inv[j].min_abs is the batch's smallest nonzero |x| (a bound for each row's).
+template <typename T>
+HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size_t n,
+                             InvRms* inv) {
+  const hn::ScalableTag<float> d;
+  static_assert(hn::MaxLanes(d) == 16, "the network below is for 16 lanes");
+  using V = hn::Vec<decltype(d)>;
+  __m512 u[kRowBatch];
+  float min_abs = 0.0f;
+#if GLMNORM_HAVE_BF16_PAIRS
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    if (g_native_bf16) min_abs = NativeSquareSumsOfRows(width, rows, n, u);
+  }
+#endif
+  if (!(min_abs >= kNativeMinAbs)) {
+    min_abs = 0.0f;
+    SquareSumsOfRows(width, rows, n, u);
   }
   // Lanes l + (l + 8): rows 2p and 2p+1 side by side (8 lanes each).
   __m512 a[8];
@@ -114,7 +177,7 @@ HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size
   for (size_t j = 0; j < n; ++j) {
     const size_t lane = 4 * (j % 4) + j / 4;
     if (HWY_LIKELY((plain_bits >> lane) & 1)) {
-      inv[j] = {rs[lane], 1.0f, true};
+      inv[j] = {rs[lane], 1.0f, true, min_abs};
     } else {
       const T* x = rows[j];
       inv[j] = InvRmsFromSum(

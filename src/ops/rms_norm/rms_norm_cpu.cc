@@ -73,6 +73,18 @@ HWY_INLINE void NormalizeSpan(D d, size_t width, size_t begin, size_t end, InvRm
   span(std::max(from, body_end), to, store, std::false_type{});
 }
 
+// Whether rows of this width take the pair loops: PairsApply's rows, and
+// with AVX512-BF16 also heads reduced in batches (RowBatches), whose rows
+// then mostly take NormalizeNativePairs (the guarded pair loop alone lost
+// 15-30% on heads of 128, docs/PERFORMANCE.md).
+template <typename T, typename W, typename O, bool kCastThenScale, class D>
+HWY_INLINE bool RmsNormPairs(D d, size_t width, int64_t rows) {
+  // PairsApply at a width it always serves: the types and the CPU.
+  constexpr size_t kWide = 1024;
+  return PairsApply<T, W, O, kCastThenScale>(d, width) ||
+         (PairsApply<T, W, O, kCastThenScale>(d, kWide) && RowBatches(width, rows));
+}
+
 // Rows [row_begin, row_end) with gamma already of type W (the job's, or
 // widened to float32 by RmsNormRowsTyped).
 template <typename T, typename W, typename O, bool kCastThenScale>
@@ -84,7 +96,7 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   const bool gamma_finite =
       !FastPathNeedsFiniteGamma<T, O>(d) || AllFinite(d, gamma, width);
   const bool stream = job.size.rows * job.p.width * int64_t{sizeof(O)} >= cpu::kStreamMinBytes;
-  const bool pairs = PairsApply<T, W, O, kCastThenScale>(d, width);
+  const bool pairs = RmsNormPairs<T, W, O, kCastThenScale>(d, width, row_end - row_begin);
   // Pair rows may take NormalizeNativePairs where NativeRowOk says so.
   float gamma_min_abs = 0.0f;
 #if GLMNORM_HAVE_BF16_PAIRS
@@ -151,7 +163,8 @@ void RmsNormRowsTyped(const RmsNormJob& job, int64_t row_begin, int64_t row_end)
   const hn::ScalableTag<float> d;
   // The pair loop splits a bf16 gamma as cheaply as it splits x: no widening.
   const size_t width = static_cast<size_t>(job.p.width);
-  const bool widen = row_end - row_begin >= 4 && !PairsApply<T, W, O, kCastThenScale>(d, width);
+  const bool widen = row_end - row_begin >= 4 &&
+                     !RmsNormPairs<T, W, O, kCastThenScale>(d, width, row_end - row_begin);
   WithWideGamma(d, static_cast<const W*>(job.gamma), width, widen,
                 [&](const auto* gamma) {
                   using G = std::remove_cv_t<std::remove_pointer_t<decltype(gamma)>>;

@@ -418,7 +418,8 @@ TEST(RmsNorm, SpecialRowsAmongWideRows) {
   });
 }
 
-// bf16 rows of 1024 values or more take the AVX512-BF16 instructions for
+// bf16 rows of 1024 values or more, and heads reduced in batches, take the
+// AVX512-BF16 instructions for
 // their squares, h and y where the row's smallest nonzero |x|, r and
 // gamma's smallest nonzero magnitude prove that nothing they would flush is
 // subnormal (NativeRowOk, norm_row-inl.h; FinishRowInvRms,
@@ -467,7 +468,8 @@ TEST(RmsNorm, NativeBf16RowsKeepTheBitsAtEveryBound) {
       {"offset 1, one -1", -1.0f, 1.0f},
       {"offset 1, one -1 + 2^-8", -1.0f + 0x1p-8f, 1.0f},
   };
-  for (int64_t width : {1024, 1100, 5120}) {
+  // Heads of 128 and 512: eight rows are reduced in one batch (RowBatches).
+  for (int64_t width : {128, 512, 1024, 1100, 5120}) {
     const int64_t rows = static_cast<int64_t>(std::size(kRows));
     Buffer x(DType::kBF16, rows * width);
     test::FillRandom(x, 1.0);
