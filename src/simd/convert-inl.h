@@ -385,8 +385,23 @@ HWY_INLINE float MinNonzeroAbsOfGamma(const BF16* gamma, size_t n, float offset)
     for (; i < n; ++i) m = MinNonzeroBits(m, gamma[i].bits);
     return AbsOfMinBits(m);
   }
-  float m = std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < n; ++i) {
+  // With an offset, in float32 as the row loops add it. min(|g|, m) keeps
+  // m where either is NaN (vminps returns its second operand), so NaN never
+  // enters m.
+  const __m512 voff = _mm512_set1_ps(offset), zero = _mm512_setzero_ps();
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  __m512 min_abs = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const Bf16Pairs g = LoadBf16Pairs(gamma + i);
+    for (__m512 half : {g.even, g.odd}) {
+      half = _mm512_add_ps(half, voff);
+      const __mmask16 nonzero = _mm512_cmp_ps_mask(half, zero, _CMP_NEQ_UQ);
+      min_abs = _mm512_mask_min_ps(min_abs, nonzero, _mm512_and_ps(half, abs_mask), min_abs);
+    }
+  }
+  float m = _mm512_reduce_min_ps(min_abs);
+  for (; i < n; ++i) {
     const float g = std::fabs(F32FromBF16(gamma[i].bits) + offset);
     if (g != 0.0f && g < m) m = g;  // false for NaN
   }

@@ -285,8 +285,7 @@ HWY_INLINE bool NativeRowOk(const InvRms& inv, float gamma_min_abs) {
 // nothing.
 template <bool kStream, class D, typename T, typename W, typename O>
 HWY_INLINE size_t NormalizeNativePairs(D d, size_t begin, size_t end, float r, const T* x,
-                                       const W* gamma, float weight_offset, O* y,
-                                       const T* ahead) {
+                                       const W* gamma, float weight_offset, O* y, const T* ahead) {
   size_t i = begin;
 #if GLMNORM_HAVE_BF16_PAIRS
   if constexpr (PairTypes<T, W, O, D>()) {

@@ -103,7 +103,8 @@ struct CanonicalSumSteps {
   __m512i min_bits = _mm512_set1_epi32(-1);
 #endif
 
-  // `native`: the pair layout's blocks take VDPBF16PS (g_native_bf16 only).
+  // native_blocks: the pair layout's blocks take VDPBF16PS (callers pass
+  // NativeBlocks(), true only with AVX512-BF16).
   explicit CanonicalSumSteps(D d, bool native_blocks = false) {
     for (size_t k = 0; k < K; ++k) total[k] = hn::Zero(d);
 #if GLMNORM_HAVE_BF16_PAIRS
@@ -381,7 +382,7 @@ HWY_INLINE bool NativeBlocks() {
 #endif
 }
 
-// A row's smallest nonzero square below this is subnormal (2^-126).
+// A nonzero |x| below this has a subnormal square (under 2^-126).
 constexpr float kNativeMinAbs = 0x1p-63f;
 
 // InvRms of the width values of T at x, whose whole blocks `sum` has added
@@ -390,8 +391,8 @@ constexpr float kNativeMinAbs = 0x1p-63f;
 // nothing); otherwise the row is summed again without it. Same bits as
 // RowInverseRms.
 template <class D, bool kPairs, typename T>
-HWY_INLINE InvRms FinishRowInvRms(D d, CanonicalSumSteps<D, kPairs>& sum, size_t base,
-                                  size_t width, float eps, const T* x) {
+HWY_INLINE InvRms FinishRowInvRms(D d, CanonicalSumSteps<D, kPairs>& sum, size_t base, size_t width,
+                                  float eps, const T* x) {
   const auto load = [x](auto dd, size_t i) { return LoadF32(dd, x + i); };
   const auto load_partial = [x](auto dd, size_t i, size_t n) {
     return LoadF32Partial(dd, x + i, n);

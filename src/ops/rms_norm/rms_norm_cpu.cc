@@ -36,16 +36,16 @@ template <typename T, typename W, typename O, bool kCastThenScale, bool kMayBeNa
 HWY_INLINE void NormalizeSpan(D d, size_t width, size_t begin, size_t end, InvRms inv,
                               const W* HWY_RESTRICT gamma, float weight_offset, const T* x,
                               const T* ahead, O* y, bool stream, bool pairs, bool native,
-                              const Load& load,
-                              const LoadPartial& load_partial) {
+                              const Load& load, const LoadPartial& load_partial) {
   const StoreSink<O, kMayBeNaN, false> store{y};
-  const auto span = [&](size_t from, size_t to, const auto& sink, auto streamed) GLMNORM_INLINE_LAMBDA {
+  const auto span = [&](size_t from, size_t to, const auto& sink,
+                        auto streamed) GLMNORM_INLINE_LAMBDA {
     if constexpr (!kMayBeNaN) {
       if (pairs) {
         constexpr bool kStream = decltype(streamed)::value;
         if (native) {
-          from = NormalizeNativePairs<kStream>(d, from, to, inv.r, x, gamma, weight_offset, y,
-                                               ahead);
+          from =
+              NormalizeNativePairs<kStream>(d, from, to, inv.r, x, gamma, weight_offset, y, ahead);
         } else {
           from = NormalizePairs<kStream>(d, from, to, inv.r, x, gamma, weight_offset, y, ahead);
         }
@@ -114,7 +114,8 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
       std::max<int64_t>(2, cpu::kPrefetchBytes / std::max<int64_t>(1, job.p.width * sizeof(T)));
   // Values [begin, end) of row `row` given its 1/rms: y from x, prefetching
   // ahead.
-  const auto normalize_span = [&](int64_t row, const InvRms& inv, size_t begin, size_t end) GLMNORM_INLINE_LAMBDA {
+  const auto normalize_span = [&](int64_t row, const InvRms& inv, size_t begin,
+                                  size_t end) GLMNORM_INLINE_LAMBDA {
     const T* x = x_of(row);
     O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
     // This row is normalised from cache, with no read of memory in flight
@@ -133,8 +134,8 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
     const bool native = pairs && NativeRowOk(inv, gamma_min_abs);
     WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) GLMNORM_INLINE_LAMBDA {
       NormalizeSpan<T, W, O, kCastThenScale, decltype(may_be_nan)::value>(
-          d, width, begin, end, inv, gamma, job.p.weight_offset, x, ahead, y, stream, pairs,
-          native, load, load_partial);
+          d, width, begin, end, inv, gamma, job.p.weight_offset, x, ahead, y, stream, pairs, native,
+          load, load_partial);
     });
   };
   const auto normalize = [&](int64_t row, const InvRms& inv) {

@@ -490,8 +490,8 @@ TEST(RmsNorm, NativeBf16RowsKeepTheBitsAtEveryBound) {
       }
       NormOptions opt;
       opt.weight_offset = gk.offset;
-      const std::string what = "width " + std::to_string(width) + ", gamma " + gk.name +
-                               ", seed " + std::to_string(seed);
+      const std::string what = "width " + std::to_string(width) + ", gamma " + gk.name + ", seed " +
+                               std::to_string(seed);
       const auto xv = Contiguous<const void*>(x.data(), DType::kBF16, {rows, width});
       const auto gv = Contiguous<const void*>(g.data(), DType::kBF16, {width});
       test::ExpectSameBitsOnEveryTarget(what, [&](const char*) {
@@ -505,8 +505,7 @@ TEST(RmsNorm, NativeBf16RowsKeepTheBitsAtEveryBound) {
           RmsNorm(Contiguous<const void*>(static_cast<const uint16_t*>(x.data()) + k * width,
                                           DType::kBF16, {1, width}),
                   gv, Contiguous<void*>(y_row.data(), DType::kBF16, {1, width}), opt);
-          EXPECT_EQ(0, std::memcmp(y_row.data(),
-                                   static_cast<const uint16_t*>(y.data()) + k * width,
+          EXPECT_EQ(0, std::memcmp(y_row.data(), static_cast<const uint16_t*>(y.data()) + k * width,
                                    width * 2))
               << what << ": row " << kRows[k].name << " alone";
         }
