@@ -40,7 +40,6 @@ constexpr bool kNativeF16 = true;
 constexpr bool kNativeF16 = false;
 #endif
 
-
 // ---------------------------------------------------------------- scalars
 
 inline float ToF32(float v) { return v; }
@@ -116,8 +115,8 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> PortableRoundedBF16Bits(D /*d*/, hn:
   const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
   const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), lsb);
   const auto quiet = hn::Or(u, hn::Set(du, 0x00400000u));
-  const auto is_nan = hn::Gt(hn::BitCast(di, hn::And(u, hn::Set(du, 0x7FFFFFFFu))),
-                             hn::Set(di, 0x7F800000));
+  const auto is_nan =
+      hn::Gt(hn::BitCast(di, hn::And(u, hn::Set(du, 0x7FFFFFFFu))), hn::Set(di, 0x7F800000));
   const auto bits = hn::IfThenElse(hn::RebindMask(du, is_nan), quiet, rounded);
   return hn::And(bits, hn::Set(du, 0xFFFF0000u));
 }
@@ -291,8 +290,8 @@ HWY_INLINE void StoreBf16Pairs(const Bf16Pairs& y, BF16* p) {
     const __m512i packed = PackBf16(y.odd, y.even);
     // Word 2m <- word m, word 2m + 1 <- word 16 + m.
     const __m512i interleave =
-        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                         22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     out = _mm512_permutexvar_epi16(interleave, packed);
   } else {
     const hn::ScalableTag<float> d;
@@ -334,6 +333,15 @@ HWY_INLINE __m512i MinNonzeroBits(__m512i min_bits, __m512i v) {
 }
 HWY_INLINE uint16_t MinNonzeroBits(uint16_t min_bits, uint16_t v) {
   return std::min(min_bits, static_cast<uint16_t>(static_cast<uint16_t>(v << 1) - 1));
+}
+// The smallest of the 32 words of a MinNonzeroBits vector (PHMINPOSUW on
+// the last 8).
+HWY_INLINE uint16_t MinWord(__m512i min_bits) {
+  const __m256i half =
+      _mm256_min_epu16(_mm512_castsi512_si256(min_bits), _mm512_extracti64x4_epi64(min_bits, 1));
+  const __m128i quarter =
+      _mm_min_epu16(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1));
+  return static_cast<uint16_t>(_mm_cvtsi128_si32(_mm_minpos_epu16(quarter)));
 }
 // The smallest nonzero |x| from MinNonzeroBits' minimum (+inf when every
 // value was zero).
@@ -378,10 +386,7 @@ HWY_INLINE float MinNonzeroAbsOfGamma(const BF16* gamma, size_t n, float offset)
     __m512i min_bits = _mm512_set1_epi32(-1);
     size_t i = 0;
     for (; i + 32 <= n; i += 32) min_bits = MinNonzeroBits(min_bits, _mm512_loadu_si512(gamma + i));
-    HWY_ALIGN uint16_t words[32];
-    _mm512_store_si512(words, min_bits);
-    uint16_t m = 0xFFFF;
-    for (uint16_t w : words) m = std::min(m, w);
+    uint16_t m = MinWord(min_bits);
     for (; i < n; ++i) m = MinNonzeroBits(m, gamma[i].bits);
     return AbsOfMinBits(m);
   }

@@ -16,7 +16,10 @@
 #endif
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "core/job.h"
 #include "simd/convert-inl.h"
@@ -37,9 +40,12 @@ namespace HWY_NAMESPACE {
 template <class Fn>
 HWY_INLINE void WithFloatType(DType t, const Fn& fn) {
   switch (t) {
-    case DType::kBF16: return fn(std::type_identity<BF16>{});
-    case DType::kF16: return fn(std::type_identity<F16>{});
-    default: return fn(std::type_identity<float>{});
+    case DType::kBF16:
+      return fn(std::type_identity<BF16>{});
+    case DType::kF16:
+      return fn(std::type_identity<F16>{});
+    default:
+      return fn(std::type_identity<float>{});
   }
 }
 
@@ -120,8 +126,8 @@ template <typename T, typename W, bool kCastThenScale, class D, class Load, clas
 HWY_INLINE void ForEachNormVector(D d, size_t width, InvRms inv, const W* HWY_RESTRICT gamma,
                                   float weight_offset, const Load& load,
                                   const LoadPartial& load_partial, const Sink& sink) {
-  ForEachNormVectorSpan<T, W, kCastThenScale, true>(d, 0, width, inv, gamma, weight_offset,
-                                                    load, load_partial, sink);
+  ForEachNormVectorSpan<T, W, kCastThenScale, true>(d, 0, width, inv, gamma, weight_offset, load,
+                                                    load_partial, sink);
 }
 
 // Whether the fast path's bits depend on knowing that no lane is NaN, so
@@ -209,6 +215,27 @@ HWY_INLINE bool PairsApply(D d, size_t width) {
   return false;
 }
 
+// store(i, load(i)) for the whole 32-value blocks of [begin, end), each
+// block's loads issued before the previous block's store: in the plain
+// order, a load of x or gamma whose low 12 address bits matched the previous
+// store's ("4K aliasing") waited, when y lay 16-96 bytes past x modulo
+// 4 KiB: up to 2.2x slower (docs/PERFORMANCE.md, "Where the output lies").
+// Returns where it stopped (end less fewer than 32).
+template <class Load, class Store>
+HWY_INLINE size_t ForEachBlockOneAhead(size_t begin, size_t end, const Load& load,
+                                       const Store& store) {
+  size_t i = begin;
+  if (i + 32 > end) return i;
+  auto loaded = load(i);
+  for (; i + 64 <= end; i += 32) {
+    const auto next = load(i + 32);
+    store(i, loaded);
+    loaded = next;
+  }
+  store(i, loaded);  // the last whole block
+  return i + 32;
+}
+
 // ForEachNormVectorSpan's fast path (kMayBeNaN false) and a StoreSink, 32
 // values at a time, for PairsApply's rows: y = (gamma + offset) * bf16(x *
 // r), the same float32 operations on each element. Returns where it
@@ -218,8 +245,8 @@ HWY_INLINE bool PairsApply(D d, size_t width) {
 // lambda that only prefetched (it has no visible effect). For other types
 // it does nothing and returns begin.
 template <bool kStream, class D, typename T, typename W, typename O>
-HWY_INLINE size_t NormalizePairs(D d, size_t begin, size_t end, float r, const T* x,
-                                 const W* gamma, float weight_offset, O* y, const T* ahead,
+HWY_INLINE size_t NormalizePairs(D d, size_t begin, size_t end, float r, const T* x, const W* gamma,
+                                 float weight_offset, O* y, const T* ahead,
                                  const T* ahead2 = nullptr) {
   size_t i = begin;
 #if GLMNORM_HAVE_BF16_PAIRS
@@ -233,35 +260,22 @@ HWY_INLINE size_t NormalizePairs(D d, size_t begin, size_t end, float r, const T
       const auto h = RoundTo<BF16, false>(d, hn::Mul(hn::Vec<D>{xv}, vr));
       return hn::Mul(g, h).raw;
     };
-    // The block at i from its loaded x and gamma, with the prefetches.
-    const auto store = [&](const Bf16Pairs& xv, const Bf16Pairs& gv) {
-      hwy::Prefetch(ahead + i);
-      if (ahead2 != nullptr) hwy::Prefetch(ahead2 + i);
-      StoreBf16Pairs<kStream>({value(xv.even, gv.even), value(xv.odd, gv.odd)}, y + i);
+    const auto load = [&](size_t at) GLMNORM_INLINE_LAMBDA {
+      return std::pair{LoadBf16Pairs(x + at), LoadBf16Pairs(gamma + at)};
     };
-    if (i + 32 <= end) {
-      // One block ahead: the next block's loads come before this block's
-      // store in program order, so they never wait on it. In the plain
-      // order, a load of x or gamma whose low 12 address bits matched the
-      // previous store's ("4K aliasing") waited, when y lay 16-96 bytes
-      // past x modulo 4 KiB: up to 2.2x slower (docs/PERFORMANCE.md,
-      // "Where the output lies").
-      Bf16Pairs xv = LoadBf16Pairs(x + i);
-      Bf16Pairs gv = LoadBf16Pairs(gamma + i);
-      for (; i + 64 <= end; i += 32) {
-        const Bf16Pairs x_next = LoadBf16Pairs(x + i + 32);
-        const Bf16Pairs gamma_next = LoadBf16Pairs(gamma + i + 32);
-        store(xv, gv);
-        xv = x_next;
-        gv = gamma_next;
-      }
-      store(xv, gv);  // the last whole block
-      i += 32;
-    }
+    // The block at `at` from its loaded x and gamma, with the prefetches.
+    const auto store = [&](size_t at, const auto& loaded) GLMNORM_INLINE_LAMBDA {
+      hwy::Prefetch(ahead + at);
+      if (ahead2 != nullptr) hwy::Prefetch(ahead2 + at);
+      const Bf16Pairs& xv = loaded.first;
+      const Bf16Pairs& gv = loaded.second;
+      StoreBf16Pairs<kStream>({value(xv.even, gv.even), value(xv.odd, gv.odd)}, y + at);
+    };
+    i = ForEachBlockOneAhead(i, end, load, store);
   }
 #endif
-  (void)d, (void)end, (void)r, (void)x, (void)gamma, (void)weight_offset, (void)y,
-      (void)ahead, (void)ahead2;
+  (void)d, (void)end, (void)r, (void)x, (void)gamma, (void)weight_offset, (void)y, (void)ahead,
+      (void)ahead2;
   return i;
 }
 
@@ -275,12 +289,56 @@ HWY_INLINE bool NativeRowOk(const InvRms& inv, float gamma_min_abs) {
   return inv.min_abs > 0.0f && h_min >= 0x1p-125 && h_min * gamma_min_abs >= 0x1p-124;
 }
 
-// NormalizePairs for a row that NativeRowOk admits: h = x * r rounded by
-// one VCVTNE2PS2BF16 per 32 values and widened back by two word unpacks,
-// times gamma permuted into the unpacks' order (kNativeOrder), y rounded by
-// another VCVTNE2PS2BF16 and put back in memory order by one word permute.
-// The same float32 operations on each element as NormalizePairs, with a
-// third fewer vector instructions (issue 16). Returns where it stopped (the
+#if GLMNORM_HAVE_BF16_PAIRS
+// gamma + offset of one 32-value block (32 bf16 words) in the lanes of
+// NativeBlock: float32 A and B (kNativeOrder). The offset is added only when
+// non-zero: -0 keeps its sign.
+struct NativeGamma {
+  __m512i to_a = _mm512_loadu_si512(kNativeOrder.gamma_a);
+  __m512i to_b = _mm512_loadu_si512(kNativeOrder.gamma_b);
+  __m512 offset;
+  bool has_offset;
+  explicit NativeGamma(float weight_offset)
+      : offset(_mm512_set1_ps(weight_offset)), has_offset(weight_offset != 0.0f) {}
+  HWY_INLINE void Split(__m512i g, __m512* a, __m512* b) const {
+    const __m512i zero = _mm512_setzero_si512();
+    *a = _mm512_castsi512_ps(_mm512_permutex2var_epi16(g, to_a, zero));
+    *b = _mm512_castsi512_ps(_mm512_permutex2var_epi16(g, to_b, zero));
+    if (has_offset) {
+      *a = _mm512_add_ps(*a, offset);
+      *b = _mm512_add_ps(*b, offset);
+    }
+  }
+};
+
+// One 32-value block of a NativeRowOk row: h = x * r rounded by one
+// VCVTNE2PS2BF16 and widened back by two word unpacks (lanes A and B of
+// kNativeOrder), times gamma in those lanes, y rounded by another
+// VCVTNE2PS2BF16 and put back in memory order by one word permute.
+HWY_INLINE __m512i NativeBlock(const Bf16Pairs& xv, __m512 vr, __m512 g_a, __m512 g_b,
+                               __m512i to_memory) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i h = PackBf16(_mm512_mul_ps(xv.odd, vr), _mm512_mul_ps(xv.even, vr));
+  const __m512 h_a = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, h));
+  const __m512 h_b = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, h));
+  const __m512i packed = PackBf16(_mm512_mul_ps(g_b, h_b), _mm512_mul_ps(g_a, h_a));
+  return _mm512_permutexvar_epi16(to_memory, packed);
+}
+
+template <bool kStream>
+HWY_INLINE void StoreNativeBlock(__m512i out, BF16* y) {
+  if constexpr (kStream) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(y), out);
+  } else {
+    _mm512_storeu_si512(y, out);
+  }
+}
+#endif  // GLMNORM_HAVE_BF16_PAIRS
+
+// NormalizePairs for a row that NativeRowOk admits, 32 values per
+// NativeBlock, gamma split into its lanes in the loop (NativeGamma). The
+// same float32 operations on each element as NormalizePairs, with a third
+// fewer vector instructions (issue 16). Returns where it stopped (the
 // caller does the last values, fewer than 32); for other types it does
 // nothing.
 template <bool kStream, class D, typename T, typename W, typename O>
@@ -290,50 +348,110 @@ HWY_INLINE size_t NormalizeNativePairs(D d, size_t begin, size_t end, float r, c
 #if GLMNORM_HAVE_BF16_PAIRS
   if constexpr (PairTypes<T, W, O, D>()) {
     const __m512 vr = _mm512_set1_ps(r);
-    const __m512 voff = _mm512_set1_ps(weight_offset);
-    const bool has_offset = weight_offset != 0.0f;
+    const NativeGamma split(weight_offset);
     const __m512i to_memory = _mm512_loadu_si512(kNativeOrder.packed_word);
-    const __m512i gamma_a = _mm512_loadu_si512(kNativeOrder.gamma_a);
-    const __m512i gamma_b = _mm512_loadu_si512(kNativeOrder.gamma_b);
-    const __m512i zero = _mm512_setzero_si512();
-    const auto store = [&](const Bf16Pairs& xv, __m512i g) {
-      hwy::Prefetch(ahead + i);
-      __m512 g_a = _mm512_castsi512_ps(_mm512_permutex2var_epi16(g, gamma_a, zero));
-      __m512 g_b = _mm512_castsi512_ps(_mm512_permutex2var_epi16(g, gamma_b, zero));
-      if (has_offset) {  // only when non-zero: -0 keeps its sign
-        g_a = _mm512_add_ps(g_a, voff);
-        g_b = _mm512_add_ps(g_b, voff);
-      }
-      const __m512i h = PackBf16(_mm512_mul_ps(xv.odd, vr), _mm512_mul_ps(xv.even, vr));
-      const __m512 h_a = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, h));
-      const __m512 h_b = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, h));
-      const __m512i packed = PackBf16(_mm512_mul_ps(g_b, h_b), _mm512_mul_ps(g_a, h_a));
-      const __m512i out = _mm512_permutexvar_epi16(to_memory, packed);
-      if constexpr (kStream) {
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(y + i), out);
-      } else {
-        _mm512_storeu_si512(y + i, out);
-      }
+    const auto load = [&](size_t at) GLMNORM_INLINE_LAMBDA {
+      return std::pair{LoadBf16Pairs(x + at), _mm512_loadu_si512(gamma + at)};
     };
-    if (i + 32 <= end) {
-      // One block ahead, as in NormalizePairs (4K aliasing).
-      Bf16Pairs xv = LoadBf16Pairs(x + i);
-      __m512i g = _mm512_loadu_si512(gamma + i);
-      for (; i + 64 <= end; i += 32) {
-        const Bf16Pairs x_next = LoadBf16Pairs(x + i + 32);
-        const __m512i gamma_next = _mm512_loadu_si512(gamma + i + 32);
-        store(xv, g);
-        xv = x_next;
-        g = gamma_next;
-      }
-      store(xv, g);
-      i += 32;
-    }
+    const auto store = [&](size_t at, const auto& loaded) GLMNORM_INLINE_LAMBDA {
+      hwy::Prefetch(ahead + at);
+      __m512 g_a, g_b;
+      split.Split(loaded.second, &g_a, &g_b);
+      StoreNativeBlock<kStream>(NativeBlock(loaded.first, vr, g_a, g_b, to_memory), y + at);
+    };
+    i = ForEachBlockOneAhead(i, end, load, store);
   }
 #endif
   (void)d, (void)end, (void)r, (void)x, (void)gamma, (void)weight_offset, (void)y, (void)ahead;
   return i;
 }
+
+#if GLMNORM_HAVE_BF16_PAIRS
+// NormalizeNativeRows serves rows up to this width (RowBatches' heads).
+constexpr size_t kNativeRowsMaxWidth = 512;
+
+// gamma + offset of `width` bf16 values (a multiple of 32, at most
+// kNativeRowsMaxWidth) split as NativeGamma does, 32 float32 per block (A
+// then B), for NormalizeNativeRows.
+HWY_INLINE void SplitNativeGamma(const BF16* gamma, size_t width, float weight_offset,
+                                 float* split_gamma) {
+  const NativeGamma split(weight_offset);
+  for (size_t i = 0; i + 32 <= width; i += 32) {
+    __m512 a, b;
+    split.Split(_mm512_loadu_si512(gamma + i), &a, &b);
+    _mm512_storeu_ps(split_gamma + i, a);
+    _mm512_storeu_ps(split_gamma + i + 16, b);
+  }
+}
+
+// NormalizeNativePairs over n >= 1 rows (x[j], y[j], r[j]) of `width`
+// values, a multiple of 32, that NativeRowOk admits, with gamma split once
+// for all of them (SplitNativeGamma). One loop without per-row setup: a head
+// of 128 is 4 blocks, and the setup and permutes of gamma cost about as much
+// again (issue 16). Prefetches each line of ahead[j]. With kStream every
+// y[j] is 64-byte aligned. Rows do not overlap (y[j] may be x[j]).
+template <bool kStream>
+HWY_INLINE void NormalizeNativeRows(size_t width, size_t n, const BF16* const* x, BF16* const* y,
+                                    const float* r, const float* HWY_RESTRICT split_gamma,
+                                    const BF16* const* ahead) {
+  const __m512i to_memory = _mm512_loadu_si512(kNativeOrder.packed_word);
+  // One block ahead, as in ForEachBlockOneAhead (4K aliasing), across rows too:
+  // the block after a row's last is the next row's first (for the last row,
+  // its own first again, unused).
+  Bf16Pairs xv = LoadBf16Pairs(x[0]);
+  for (size_t j = 0; j < n; ++j) {
+    const __m512 vr = _mm512_set1_ps(r[j]);
+    const BF16* next_row = x[j + 1 < n ? j + 1 : j];
+    for (size_t i = 0; i < width; i += 32) {
+      const Bf16Pairs x_next = LoadBf16Pairs(i + 32 < width ? x[j] + i + 32 : next_row);
+      hwy::Prefetch(ahead[j] + i);
+      const __m512i out = NativeBlock(xv, vr, _mm512_loadu_ps(split_gamma + i),
+                                      _mm512_loadu_ps(split_gamma + i + 16), to_memory);
+      StoreNativeBlock<kStream>(out, y[j] + i);
+      xv = x_next;
+    }
+  }
+}
+
+// One row of NormalizeNativeRowsIfOk: where it is read and written, and the
+// line to prefetch for a later row.
+struct NativeRow {
+  const BF16* x;
+  BF16* y;
+  const BF16* ahead;
+};
+
+// Rows j < n (row_of(j) a NativeRow, inv[j] its 1/rms) normalised together
+// by NormalizeNativeRows when every one is a FastPathOk row that NativeRowOk
+// admits and, with `stream`, has a 64-byte aligned y (streaming stores).
+// Returns whether they were; if not, nothing was written. n <= kMaxRows.
+template <size_t kMaxRows, class RowOf>
+HWY_INLINE bool NormalizeNativeRowsIfOk(size_t width, size_t n, const InvRms* inv,
+                                        bool gamma_finite, float gamma_min_abs,
+                                        const float* split_gamma, bool stream,
+                                        const RowOf& row_of) {
+  const BF16* x[kMaxRows];
+  BF16* y[kMaxRows];
+  const BF16* ahead[kMaxRows];
+  float r[kMaxRows];
+  for (size_t j = 0; j < n; ++j) {
+    if (!FastPathOk(gamma_finite, inv[j]) || !NativeRowOk(inv[j], gamma_min_abs)) return false;
+    const NativeRow row = row_of(j);
+    if (stream && reinterpret_cast<uintptr_t>(row.y) % 64 != 0) return false;
+    x[j] = row.x;
+    y[j] = row.y;
+    ahead[j] = row.ahead;
+    r[j] = inv[j].r;
+  }
+  if (n == 0) return true;
+  if (stream) {
+    NormalizeNativeRows<true>(width, n, x, y, r, split_gamma, ahead);
+  } else {
+    NormalizeNativeRows<false>(width, n, x, y, r, split_gamma, ahead);
+  }
+  return true;
+}
+#endif  // GLMNORM_HAVE_BF16_PAIRS
 
 // Gammas of rows up to this width may be widened to float32 once per call
 // (a stack buffer of 32 KiB): the row loops then multiply by a float32

@@ -179,10 +179,7 @@ struct CanonicalSumSteps {
   // The smallest nonzero |x| of the row's width values at x: the native
   // blocks' minimum (they end at `base`) and the rest.
   HWY_INLINE float MinNonzeroAbs(const hwy::bfloat16_t* x, size_t base, size_t width) const {
-    HWY_ALIGN uint16_t words[32];
-    _mm512_store_si512(words, min_bits);
-    uint16_t m = 0xFFFF;
-    for (uint16_t w : words) m = std::min(m, w);
+    uint16_t m = MinWord(min_bits);
     for (size_t i = base; i < width; ++i) m = MinNonzeroBits(m, x[i].bits);
     return AbsOfMinBits(m);
   }
@@ -213,8 +210,7 @@ struct CanonicalSumSteps {
                           const TermPartial& term_partial) {
 #if GLMNORM_HAVE_BF16_PAIRS
     if constexpr (kPairs) {  // back to the canonical register order
-      const __m512i lo =
-          _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
       const __m512i hi =
           _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
       for (size_t k = 0; k < K; k += 2) {
@@ -297,8 +293,8 @@ struct InvRms {
 // the scaled row in float64 (so r stays a normal float32 even for rows near
 // float max). Rows holding inf or NaN, or all zeros, keep the plain formula.
 template <class D, class Load, class LoadPartial>
-HWY_NOINLINE InvRms RescaledInverseRms(D d, size_t width, float sum_sq, float eps,
-                                       const Load& load, const LoadPartial& load_partial) {
+HWY_NOINLINE InvRms RescaledInverseRms(D d, size_t width, float sum_sq, float eps, const Load& load,
+                                       const LoadPartial& load_partial) {
   constexpr size_t N = hn::MaxLanes(d);
   auto vmax = hn::Zero(d);
   size_t i = 0;
@@ -373,7 +369,7 @@ HWY_INLINE InvRms RowInverseRms(D d, size_t width, float eps, const Load& load,
 }
 
 // Whether the whole blocks of a bf16 row take VDPBF16PS: with AVX512-BF16.
-template <class D, bool kPairs>
+template <bool kPairs>
 HWY_INLINE bool NativeBlocks() {
 #if GLMNORM_HAVE_BF16_PAIRS
   return kPairs && g_native_bf16;
@@ -423,7 +419,7 @@ HWY_INLINE InvRms FinishRowInvRms(D d, CanonicalSumSteps<D, kPairs>& sum, size_t
 template <class D, typename T>
 HWY_INLINE InvRms RowInverseRmsOf(D d, size_t width, float eps, const T* x) {
   constexpr bool kPairs = SquarePairsFor<T, D>();
-  CanonicalSumSteps<D, kPairs> sum(d, NativeBlocks<D, kPairs>());
+  CanonicalSumSteps<D, kPairs> sum(d, NativeBlocks<kPairs>());
   size_t base = 0;
   for (; base + sum.kBlock <= width; base += sum.kBlock) sum.BlockOfSquares(d, x, base);
   return FinishRowInvRms(d, sum, base, width, eps, x);

@@ -82,8 +82,8 @@ HWY_INLINE void SquareSumsOfRows(size_t width, const T* const* rows, size_t n, _
 // CanonicalSumSteps::NativeBlockOfSquares does (the same bits where no square
 // or partial sum is subnormal). Returns the smallest nonzero |x| of the n
 // rows: below kNativeMinAbs the sums may differ, and the caller sums again.
-HWY_INLINE float NativeSquareSumsOfRows(size_t width, const hwy::bfloat16_t* const* rows,
-                                        size_t n, __m512* u) {
+HWY_INLINE float NativeSquareSumsOfRows(size_t width, const hwy::bfloat16_t* const* rows, size_t n,
+                                        __m512* u) {
   const __m512i low_word = _mm512_set1_epi32(0xFFFF);
   const __m512i high_word = _mm512_set1_epi32(static_cast<int32_t>(0xFFFF0000u));
   // The pair layout back to virtual lanes (as CanonicalSumSteps::Finish).
@@ -111,11 +111,7 @@ HWY_INLINE float NativeSquareSumsOfRows(size_t width, const hwy::bfloat16_t* con
     const __m512 s3 = _mm512_permutex2var_ps(p[2], hi, p[3]);
     u[j] = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
   }
-  HWY_ALIGN uint16_t words[32];
-  _mm512_store_si512(words, min_bits);
-  uint16_t m = 0xFFFF;
-  for (uint16_t w : words) m = std::min(m, w);
-  return AbsOfMinBits(m);
+  return AbsOfMinBits(MinWord(min_bits));
 }
 #endif
 
@@ -125,8 +121,7 @@ HWY_INLINE float NativeSquareSumsOfRows(size_t width, const hwy::bfloat16_t* con
 // bf16 rows on CPUs with AVX512-BF16 are summed by VDPBF16PS, and their
 // inv[j].min_abs is the batch's smallest nonzero |x| (a bound for each row's).
 template <typename T>
-HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size_t n,
-                             InvRms* inv) {
+HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size_t n, InvRms* inv) {
   const hn::ScalableTag<float> d;
   static_assert(hn::MaxLanes(d) == 16, "the network below is for 16 lanes");
   using V = hn::Vec<decltype(d)>;
@@ -160,8 +155,8 @@ HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size
                           _mm512_shuffle_ps(b4[2 * t], b4[2 * t + 1], 0xEE));
   }
   // l + (l + 1): lane 4b + m is row 4m + b.
-  const V sum{_mm512_add_ps(_mm512_shuffle_ps(c2[0], c2[1], 0x88),
-                            _mm512_shuffle_ps(c2[0], c2[1], 0xDD))};
+  const V sum{
+      _mm512_add_ps(_mm512_shuffle_ps(c2[0], c2[1], 0x88), _mm512_shuffle_ps(c2[0], c2[1], 0xDD))};
   // InverseRms in every lane, as float32 like the scalar formula.
   const V mean = hn::Div(sum, hn::Set(d, static_cast<float>(width)));
   const V r = hn::Div(hn::Set(d, 1.0f), hn::Sqrt(hn::Add(mean, hn::Set(d, eps))));
@@ -192,6 +187,24 @@ HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size
 HWY_INLINE bool RowBatches(size_t, int64_t) { return false; }
 #endif
 
+#if GLMNORM_HAVE_ROW_BATCH
+// ForEachRowInvRms for rows that RowBatches serves, 16 at a time:
+// finish_batch(base, n, inv) for rows base, ..., base + n - 1 (n <= 16), in
+// order, inv[j] being row base + j's 1/rms.
+template <typename T, class Row, class FinishBatch>
+HWY_INLINE void ForEachRowBatchInvRms(size_t width, float eps, int64_t begin, int64_t end,
+                                      const Row& row, const FinishBatch& finish_batch) {
+  for (int64_t base = begin; base < end; base += kRowBatch) {
+    const size_t n = static_cast<size_t>(std::min<int64_t>(kRowBatch, end - base));
+    const T* rows[kRowBatch];
+    for (size_t j = 0; j < n; ++j) rows[j] = row(base + static_cast<int64_t>(j));
+    InvRms inv[kRowBatch];
+    InvRmsOfRows(width, eps, rows, n, inv);
+    finish_batch(base, n, static_cast<const InvRms*>(inv));
+  }
+}
+#endif
+
 // Calls finish(i, inv) for i = begin, ..., end - 1 in order, inv being
 // RowInverseRms of the width values at row(i) (a const T*). The reduction
 // of row i + 1 runs before finish(i): rows never overlap (y may be x), and
@@ -202,14 +215,12 @@ HWY_INLINE void ForEachRowInvRms(D d, size_t width, float eps, int64_t begin, in
                                  const Row& row, const Finish& finish) {
 #if GLMNORM_HAVE_ROW_BATCH
   if (RowBatches(width, end - begin)) {
-    for (int64_t base = begin; base < end; base += kRowBatch) {
-      const size_t n = static_cast<size_t>(std::min<int64_t>(kRowBatch, end - base));
-      const T* rows[kRowBatch];
-      for (size_t j = 0; j < n; ++j) rows[j] = row(base + static_cast<int64_t>(j));
-      InvRms inv[kRowBatch];
-      InvRmsOfRows(width, eps, rows, n, inv);
-      for (size_t j = 0; j < n; ++j) finish(base + static_cast<int64_t>(j), inv[j]);
-    }
+    ForEachRowBatchInvRms<T>(width, eps, begin, end, row,
+                             [&](int64_t base, size_t n, const InvRms* inv) {
+                               for (size_t j = 0; j < n; ++j) {
+                                 finish(base + static_cast<int64_t>(j), inv[j]);
+                               }
+                             });
     return;
   }
 #endif
@@ -226,9 +237,7 @@ HWY_INLINE void ForEachRowInvRms(D d, size_t width, float eps, int64_t begin, in
 // or more (rms_norm's hidden rows of 4096 and 5120), where a row is long
 // enough that reading the next one in a burst of its own leaves the memory
 // idle while this one is written.
-HWY_INLINE bool RowsInSpans(size_t width) {
-  return width >= 2 * kVirtualLanes * kBlockChunks;
-}
+HWY_INLINE bool RowsInSpans(size_t width) { return width >= 2 * kVirtualLanes * kBlockChunks; }
 
 // The row loop of ForEachRowInvRms for wide rows, with the reduction of row
 // i + 1 run block by block between the spans of row i's normalising:
@@ -244,7 +253,7 @@ HWY_INLINE void ForEachRowInSpans(D d, size_t width, float eps, int64_t begin, i
                                   const Row& row, const Normalize& normalize) {
   if (begin >= end) return;
   constexpr bool kPairs = SquarePairsFor<T, D>();
-  const bool native = NativeBlocks<D, kPairs>();
+  const bool native = NativeBlocks<kPairs>();
   InvRms inv = RowInverseRmsOf(d, width, eps, row(begin));
   for (int64_t i = begin; i + 1 < end; ++i) {
     const T* next = row(i + 1);

@@ -3,8 +3,6 @@
 // the RoPE positions.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/qk_norm/qk_norm_cpu.cc"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "hwy/cache_control.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "ops/qk_norm/qk_norm_job.h"
 #include "simd/convert-inl.h"
@@ -42,6 +41,33 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
   if (RowBatches(width, heads)) {
     prefetch_bytes = std::max(prefetch_bytes, kRowBatch * width * sizeof(T));
   }
+  // bf16 heads without RoPE (bf16 gammas, cast-then-scale) whose batch
+  // NativeRowOk admits take NormalizeNativeRows, each gamma split once per
+  // call (issue 16); other batches head by head. Same bits either way.
+#if GLMNORM_HAVE_ROW_BATCH && GLMNORM_HAVE_BF16_PAIRS
+  bool native_heads = false;
+  constexpr bool kNativeTypes = std::is_same_v<T, BF16> && std::is_same_v<O, BF16> &&
+                                kCastThenScale && hn::MaxLanes(decltype(d)()) == 16;
+  HWY_ALIGN float split_q[kNativeRowsMaxWidth], split_k[kNativeRowsMaxWidth];
+  float q_min_abs = 0.0f, k_min_abs = 0.0f;
+  if constexpr (kNativeTypes) {
+    native_heads = native_bf16 && rotary_dim == 0 && job.p.w_type == DType::kBF16 &&
+                   RowBatches(width, heads) && width <= kNativeRowsMaxWidth;
+    if (native_heads) {
+      // The gammas as given (bf16), whatever W the caller widened them to.
+      const auto* q = static_cast<const BF16*>(job.q_gamma);
+      const auto* k = static_cast<const BF16*>(job.k_gamma);
+      if (job.num_q_heads > 0) {
+        SplitNativeGamma(q, width, job.p.weight_offset, split_q);
+        q_min_abs = MinNonzeroAbsOfGamma(q, width, job.p.weight_offset);
+      }
+      if (job.num_k_heads > 0) {
+        SplitNativeGamma(k, width, job.p.weight_offset, split_k);
+        k_min_abs = MinNonzeroAbsOfGamma(k, width, job.p.weight_offset);
+      }
+    }
+  }
+#endif
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* in_row = static_cast<const T*>(job.in) + row * job.in_row_stride;
     O* out_row = static_cast<O*>(job.out) + row * job.out_row_stride;
@@ -100,6 +126,36 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
     };
     // 1/rms of head h + 1 before head h is normalised, or of 16 heads of
     // 128 at once (ForEachRowInvRms, row_batch-inl.h). Same bits.
+#if GLMNORM_HAVE_ROW_BATCH && GLMNORM_HAVE_BF16_PAIRS
+    if constexpr (kNativeTypes) {
+      if (native_heads) {
+        // A batch's q heads and k heads (each group with its own gamma).
+        const auto finish_group = [&](int64_t first, size_t n, const InvRms* inv) {
+          const bool q_group = first < job.num_q_heads;
+          const auto row_of = [&](size_t j) {
+            const int64_t head = first + static_cast<int64_t>(j);
+            const T* x = head_of(head);
+            return NativeRow{
+                x, out_row + head * static_cast<int64_t>(width),
+                reinterpret_cast<const T*>(reinterpret_cast<const char*>(x) + prefetch_bytes)};
+          };
+          if (!NormalizeNativeRowsIfOk<kRowBatch>(
+                  width, n, inv, q_group ? q_gamma_finite : k_gamma_finite,
+                  q_group ? q_min_abs : k_min_abs, q_group ? split_q : split_k, false, row_of)) {
+            for (size_t j = 0; j < n; ++j) finish(first + static_cast<int64_t>(j), inv[j]);
+          }
+        };
+        ForEachRowBatchInvRms<T>(
+            width, job.p.eps, 0, heads, head_of, [&](int64_t base, size_t n, const InvRms* inv) {
+              const size_t q_heads = static_cast<size_t>(
+                  std::clamp<int64_t>(job.num_q_heads - base, 0, static_cast<int64_t>(n)));
+              finish_group(base, q_heads, inv);
+              finish_group(base + static_cast<int64_t>(q_heads), n - q_heads, inv + q_heads);
+            });
+        continue;
+      }
+    }
+#endif
     ForEachRowInvRms<T>(d, width, job.p.eps, 0, heads, head_of, finish);
   }
 }
@@ -161,8 +217,7 @@ void OpKernels<QkNormJob>::CpuRows(const QkNormJob& job, int64_t row_begin, int6
   HWY_DYNAMIC_DISPATCH(QkNormRows)(job, row_begin, row_end);
 }
 // Plain C++: a scan of a few integers gains nothing from SIMD targets.
-void OpKernels<RopePositionsCheckJob>::CpuRows(const RopePositionsCheckJob& job, int64_t,
-                                               int64_t) {
+void OpKernels<RopePositionsCheckJob>::CpuRows(const RopePositionsCheckJob& job, int64_t, int64_t) {
   for (int64_t t = 0; t < job.tokens; ++t) {
     const int64_t pos = job.positions[t * job.positions_stride];
     if (pos < 0 || pos >= job.limit) {

@@ -2,6 +2,8 @@
 // head views (so the RmsNorm oracle applies), v and padding untouched, in and
 // out of place; fused RoPE bit-exact equal to norm-then-RoPE done separately
 // (float32 rotation) and close to the float64 reference; every SIMD target.
+#include "glmnorm/qk_norm.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,7 +16,6 @@
 
 #include "glmnorm/glmnorm.h"
 #include "ops/qk_norm/qk_norm_cases.h"
-#include "glmnorm/qk_norm.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
 
@@ -100,8 +101,7 @@ Buffer ExpectedByRmsNorm(const QkSetup& s, const NormOptions& opt) {
   if (s.h.num_k_heads > 0) {
     RmsNorm(HeadsView(s.in.data(), s.c.t, s.tokens, s.stride, s.QCols(), s.h.num_k_heads, hd),
             s.KG(),
-            HeadsView(want.data(), s.c.o, s.tokens, s.stride, s.QCols(), s.h.num_k_heads, hd),
-            opt);
+            HeadsView(want.data(), s.c.o, s.tokens, s.stride, s.QCols(), s.h.num_k_heads, hd), opt);
   }
   return want;
 }
@@ -115,8 +115,7 @@ TEST(QkNorm, EqualsRmsNormOfEachHeadEveryTarget) {
         opt.rounding = c.rounding;
         for (float offset : {0.0f, 1.0f}) {
           opt.weight_offset = offset;
-          const std::string what =
-              Describe(c, h, target) + (offset != 0.0f ? " offset=1" : "");
+          const std::string what = Describe(c, h, target) + (offset != 0.0f ? " offset=1" : "");
           QkSetup s(c, h, 3, 5);
           const Buffer want = ExpectedByRmsNorm(s, opt);
           Buffer out(c.o, s.tokens * s.stride);
@@ -130,18 +129,52 @@ TEST(QkNorm, EqualsRmsNormOfEachHeadEveryTarget) {
               << what << ": input written";
           // And the RmsNorm oracle on the q heads.
           if (h.num_q_heads > 0) {
-            const auto stats = test::CompareWithOracle(
-                HeadsView(static_cast<const void*>(s.in.data()), c.t, s.tokens, s.stride, 0, h.num_q_heads, h.head_dim),
-                s.QG(),
-                HeadsView(static_cast<const void*>(out.data()), c.o, s.tokens, s.stride, 0,
-                          h.num_q_heads, h.head_dim),
-                opt, test::UlpLimit(c.o));
+            const auto stats =
+                test::CompareWithOracle(HeadsView(static_cast<const void*>(s.in.data()), c.t,
+                                                  s.tokens, s.stride, 0, h.num_q_heads, h.head_dim),
+                                        s.QG(),
+                                        HeadsView(static_cast<const void*>(out.data()), c.o,
+                                                  s.tokens, s.stride, 0, h.num_q_heads, h.head_dim),
+                                        opt, test::UlpLimit(c.o));
             EXPECT_EQ(stats.over_limit, 0) << what << ": " << stats.first_failure;
           }
         }
       }
     }
   });
+}
+
+// bf16 heads reduced 16 at once whose q or k group NativeRowOk admits are
+// normalised in one loop (NormalizeNativeRows, norm_row-inl.h); a batch may
+// hold q and k heads (each group has its gamma), and a group with a head
+// past the bound goes head by head. The same bits as RmsNorm per head, on
+// every target.
+TEST(QkNorm, NativeBf16HeadBatchesEqualRmsNormEveryTarget) {
+  const uint64_t seed = test::Seed();
+  const QkCombo c{DType::kBF16, DType::kBF16, DType::kBF16, Rounding::kCastThenScale};
+  // 24 heads: batches of 16 q, and 4 q + 4 k; 17: 12 q + 4 k, and 1 k.
+  for (const QkHeads& h : {QkHeads{20, 4, 1, 128}, QkHeads{12, 5, 0, 256}}) {
+    for (float offset : {0.0f, 1.0f}) {
+      NormOptions opt;
+      opt.weight_offset = offset;
+      QkSetup s(c, h, 3, 5);
+      const int64_t hd = h.head_dim;
+      s.in.Set(1 * s.stride + 2 * hd + 9, 0x1p-130);                   // token 1, q head 2
+      s.in.Set(2 * s.stride + s.QCols() + hd + 4, 0x1p-130);           // token 2, k head 1
+      s.in.Set(0 * s.stride + (h.num_q_heads - 1) * hd + 1, 0x1p-64);  // native still
+      const Buffer want = ExpectedByRmsNorm(s, opt);
+      const std::string what = Describe(c, h, "") + " offset " + std::to_string(offset) +
+                               ", seed " + std::to_string(seed);
+      test::ExpectSameBitsOnEveryTarget(what, [&](const char* target) {
+        Buffer out(c.o, s.tokens * s.stride);
+        for (size_t i = 0; i < out.size; ++i) out.Set(i, kSentinel);
+        QkNorm(s.In(), Rows(out.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(), s.KG(), opt);
+        EXPECT_EQ(0, std::memcmp(out.data(), want.data(), out.size * 2))
+            << what << " " << target << ": differs from RmsNorm per head";
+        return test::BytesOf(out.data(), out.size * 2);
+      });
+    }
+  }
 }
 
 TEST(QkNorm, InPlaceMatchesOutOfPlaceAndKeepsV) {
@@ -159,8 +192,7 @@ TEST(QkNorm, InPlaceMatchesOutOfPlaceAndKeepsV) {
             want.Set(t * s.stride + i, s.in.Get(t * s.stride + i));
           }
         }
-        QkNorm(s.In(), Rows(s.in.data(), c.t, s.tokens, s.width, s.stride), h, s.QG(), s.KG(),
-               opt);
+        QkNorm(s.In(), Rows(s.in.data(), c.t, s.tokens, s.width, s.stride), h, s.QG(), s.KG(), opt);
         EXPECT_EQ(0, std::memcmp(s.in.data(), want.data(), s.in.size * SizeOf(c.t)))
             << Describe(c, h, target);
       }
@@ -226,7 +258,10 @@ struct RopeTables {
   std::vector<float> cos, sin;
   std::vector<int64_t> pos;
   RopeTables(int64_t positions_, int64_t rotary_dim, int64_t tokens)
-      : positions(positions_), half(rotary_dim / 2), cos(positions_ * half), sin(positions_ * half) {
+      : positions(positions_),
+        half(rotary_dim / 2),
+        cos(positions_ * half),
+        sin(positions_ * half) {
     // GLM-style inverse frequencies (theta 10000) over rotary_dim.
     for (int64_t p = 0; p < positions; ++p) {
       for (int64_t i = 0; i < half; ++i) {
@@ -244,7 +279,8 @@ struct RopeTables {
     r.cos = Contiguous<const void*>(cos.data(), DType::kF32, {positions, half});
     r.sin = Contiguous<const void*>(sin.data(), DType::kF32, {positions, half});
     if (with_positions) {
-      r.positions = Contiguous<const void*>(pos.data(), DType::kI64, {static_cast<int64_t>(pos.size())});
+      r.positions =
+          Contiguous<const void*>(pos.data(), DType::kI64, {static_cast<int64_t>(pos.size())});
     }
     return r;
   }
@@ -295,14 +331,14 @@ TEST(QkNormRope, EqualsNormThenRopeEveryTarget) {
             for (size_t i = 0; i < out.size; ++i) out.Set(i, kSentinel);
             QkNorm(s.In(), Rows(out.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(), s.KG(),
                    opt, rope);
-            const std::string what = Describe(c, h, target) + " rotary_dim=" +
-                                     std::to_string(rotary_dim) +
+            const std::string what = Describe(c, h, target) +
+                                     " rotary_dim=" + std::to_string(rotary_dim) +
                                      (with_positions ? " positions" : "");
             EXPECT_EQ(0, std::memcmp(out.data(), want.data(), out.size * SizeOf(c.o))) << what;
             if (c.o == c.t) {  // in place too
               Buffer inplace = s.in;
-              QkNorm(s.In(), Rows(s.in.data(), c.t, s.tokens, s.width, s.stride), h, s.QG(),
-                     s.KG(), opt, rope);
+              QkNorm(s.In(), Rows(s.in.data(), c.t, s.tokens, s.width, s.stride), h, s.QG(), s.KG(),
+                     opt, rope);
               int64_t diffs = 0;
               for (int64_t t = 0; t < s.tokens; ++t) {
                 for (int64_t i = 0; i < s.QCols() + s.KCols(); ++i) {
@@ -331,12 +367,13 @@ TEST(QkNormRope, CloseToFloat64Reference) {
     QkSetup s(c, h, 4, 0);
     RopeTables tables(4096, 64, s.tokens);
     const Rope rope = tables.Get(64, true);
-    Buffer out(c.o, s.tokens * s.stride), ref(c.o, s.tokens * s.stride), normed(c.o, s.tokens * s.stride);
+    Buffer out(c.o, s.tokens * s.stride), ref(c.o, s.tokens * s.stride),
+        normed(c.o, s.tokens * s.stride);
     QkNorm(s.In(), Rows(out.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(), s.KG(), opt,
            rope);
     QkNorm(s.In(), Rows(normed.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(), s.KG(), opt);
-    reference::QkNorm(s.In(), Rows(ref.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(),
-                      s.KG(), opt, rope);
+    reference::QkNorm(s.In(), Rows(ref.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(), s.KG(),
+                      opt, rope);
     int64_t bad = 0;
     std::string first;
     const double ulp_rel = c.o == DType::kF32 ? 0x1p-23 : c.o == DType::kBF16 ? 0x1p-7 : 0x1p-10;
@@ -353,11 +390,11 @@ TEST(QkNormRope, CloseToFloat64Reference) {
           // In cast-then-scale mode with a 16-bit input, x*r may round either
           // way near a midpoint of that dtype (as in RmsNorm's oracle).
           const double cast_rel = c.rounding != Rounding::kCastThenScale ? 0.0
-                                  : c.t == DType::kBF16                 ? 0x1p-7
-                                  : c.t == DType::kF16                  ? 0x1p-10
-                                                                        : 0.0;
-          const double tol = ulp_rel * std::fabs(want) +
-                             std::max(4 * ulp_rel, cast_rel) * mag + 0x1p-22 * mag;
+                                  : c.t == DType::kBF16                  ? 0x1p-7
+                                  : c.t == DType::kF16                   ? 0x1p-10
+                                                                         : 0.0;
+          const double tol =
+              ulp_rel * std::fabs(want) + std::max(4 * ulp_rel, cast_rel) * mag + 0x1p-22 * mag;
           if (!(std::fabs(got - want) <= tol)) {
             if (bad++ == 0) first = std::to_string(got) + " vs " + std::to_string(want);
           }

@@ -3,14 +3,13 @@
 // dispatched at run time. The row op sequence is simd/norm_row-inl.h.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/rms_norm/rms_norm_cpu.cc"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "backend/cpu/cpu_backend.h"
 #include "hwy/cache_control.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "ops/rms_norm/rms_norm_job.h"
 #include "simd/convert-inl.h"
@@ -52,9 +51,8 @@ HWY_INLINE void NormalizeSpan(D d, size_t width, size_t begin, size_t end, InvRm
       }
     }
     if (from < to) {
-      ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, from, to, inv, gamma,
-                                                             weight_offset, load,
-                                                             load_partial, sink);
+      ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(d, from, to, inv, gamma, weight_offset,
+                                                             load, load_partial, sink);
     }
   };
   if (!stream) {
@@ -88,13 +86,12 @@ HWY_INLINE bool RmsNormPairs(D d, size_t width, int64_t rows) {
 // Rows [row_begin, row_end) with gamma already of type W (the job's, or
 // widened to float32 by RmsNormRowsTyped).
 template <typename T, typename W, typename O, bool kCastThenScale>
-void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
-                          int64_t row_begin, int64_t row_end) {
+void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma, int64_t row_begin,
+                          int64_t row_end) {
   const hn::ScalableTag<float> d;
   const size_t width = static_cast<size_t>(job.p.width);
   // A non-finite gamma can make y NaN from finite x: take the NaN-safe path.
-  const bool gamma_finite =
-      !FastPathNeedsFiniteGamma<T, O>(d) || AllFinite(d, gamma, width);
+  const bool gamma_finite = !FastPathNeedsFiniteGamma<T, O>(d) || AllFinite(d, gamma, width);
   const bool stream = job.size.rows * job.p.width * int64_t{sizeof(O)} >= cpu::kStreamMinBytes;
   const bool pairs = RmsNormPairs<T, W, O, kCastThenScale>(d, width, row_end - row_begin);
   // Pair rows may take NormalizeNativePairs where NativeRowOk says so.
@@ -107,6 +104,7 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   const auto x_of = [&](int64_t row) {
     return static_cast<const T*>(job.x) + job.x_rows.Offset(row);
   };
+  const auto y_of = [&](int64_t row) { return static_cast<O*>(job.y) + job.y_rows.Offset(row); };
   // How far ahead to prefetch: row + 2 for wide rows; narrow rows (heads of
   // 128: 256 bytes) take as many rows as cover kPrefetchBytes, since two of
   // them ahead is less than one memory latency of work.
@@ -117,7 +115,7 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   const auto normalize_span = [&](int64_t row, const InvRms& inv, size_t begin,
                                   size_t end) GLMNORM_INLINE_LAMBDA {
     const T* x = x_of(row);
-    O* y = static_cast<O*>(job.y) + job.y_rows.Offset(row);
+    O* y = y_of(row);
     // This row is normalised from cache, with no read of memory in flight
     // unless we make one: prefetching row + 2, the next row the reduction
     // will read, keeps the read stream going (issue 16: 0.40 -> 0.59 of a
@@ -138,9 +136,8 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
           load, load_partial);
     });
   };
-  const auto normalize = [&](int64_t row, const InvRms& inv) {
-    normalize_span(row, inv, 0, width);
-  };
+  const auto normalize = [&](int64_t row, const InvRms& inv)
+                             GLMNORM_INLINE_LAMBDA { normalize_span(row, inv, 0, width); };
   // 1/rms row by row, the next row's ahead of this one's normalising, or of
   // 16 narrow rows at once (ForEachRowInvRms, row_batch-inl.h). A batch
   // reads its 16 rows in one burst: prefetch the whole next batch during
@@ -148,6 +145,37 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma,
   // second half to wait on memory, 1.15-1.4x slower).
   const bool batches = RowBatches(width, row_end - row_begin);
   if (batches) prefetch_rows = std::max<int64_t>(prefetch_rows, kRowBatch);
+#if GLMNORM_HAVE_ROW_BATCH && GLMNORM_HAVE_BF16_PAIRS
+  if constexpr (PairTypes<T, W, O, decltype(d)>() && kCastThenScale) {
+    if (batches && pairs && width <= kNativeRowsMaxWidth) {
+      // Heads: a batch whose rows NativeRowOk all admits is normalised in
+      // one loop, gamma split once per call (NormalizeNativeRows); any
+      // other batch row by row. Same bits either way.
+      HWY_ALIGN float split_gamma[kNativeRowsMaxWidth];
+      SplitNativeGamma(gamma, width, job.p.weight_offset, split_gamma);
+      const auto finish_batch = [&](int64_t base, size_t n,
+                                    const InvRms* inv) GLMNORM_INLINE_LAMBDA {
+        const auto row_of = [&](size_t j) {
+          const int64_t row = base + static_cast<int64_t>(j);
+          return NativeRow{x_of(row), y_of(row), x_of(std::min(row + prefetch_rows, row_end - 1))};
+        };
+        if (NormalizeNativeRowsIfOk<kRowBatch>(width, n, inv, gamma_finite, gamma_min_abs,
+                                               split_gamma, stream, row_of)) {
+          if (job.rstd != nullptr) {  // prescale is 1 on these rows (FastPathOk)
+            for (size_t j = 0; j < n; ++j) {
+              job.rstd[(base + static_cast<int64_t>(j)) * job.rstd_stride] = inv[j].r;
+            }
+          }
+          return;
+        }
+        for (size_t j = 0; j < n; ++j) normalize(base + static_cast<int64_t>(j), inv[j]);
+      };
+      ForEachRowBatchInvRms<T>(width, job.p.eps, row_begin, row_end, x_of, finish_batch);
+      if (stream) hwy::FlushStream();
+      return;
+    }
+  }
+#endif
   // Wide rows: the next row's reduction block by block between this row's
   // spans (ForEachRowInSpans). Same bits either way.
   if (RowsInSpans(width) && !batches) {
@@ -166,12 +194,10 @@ void RmsNormRowsTyped(const RmsNormJob& job, int64_t row_begin, int64_t row_end)
   const size_t width = static_cast<size_t>(job.p.width);
   const bool widen = row_end - row_begin >= 4 &&
                      !RmsNormPairs<T, W, O, kCastThenScale>(d, width, row_end - row_begin);
-  WithWideGamma(d, static_cast<const W*>(job.gamma), width, widen,
-                [&](const auto* gamma) {
-                  using G = std::remove_cv_t<std::remove_pointer_t<decltype(gamma)>>;
-                  RmsNormRowsWithGamma<T, G, O, kCastThenScale>(job, gamma, row_begin,
-                                                                row_end);
-                });
+  WithWideGamma(d, static_cast<const W*>(job.gamma), width, widen, [&](const auto* gamma) {
+    using G = std::remove_cv_t<std::remove_pointer_t<decltype(gamma)>>;
+    RmsNormRowsWithGamma<T, G, O, kCastThenScale>(job, gamma, row_begin, row_end);
+  });
 }
 
 // Calls F<T, W, O, kCastThenScale>::Run(args...) for the runtime dtypes.
@@ -193,15 +219,21 @@ HWY_INLINE void DispatchTypes(const NormParams& p, Args&&... args) {
   };
   const auto with_w = [&](auto t_tag) {
     switch (p.w_type) {
-      case DType::kBF16: return with_types(t_tag, std::type_identity<BF16>{});
-      case DType::kF16: return with_types(t_tag, std::type_identity<F16>{});
-      default: return with_types(t_tag, std::type_identity<float>{});
+      case DType::kBF16:
+        return with_types(t_tag, std::type_identity<BF16>{});
+      case DType::kF16:
+        return with_types(t_tag, std::type_identity<F16>{});
+      default:
+        return with_types(t_tag, std::type_identity<float>{});
     }
   };
   switch (p.x_type) {
-    case DType::kBF16: return with_w(std::type_identity<BF16>{});
-    case DType::kF16: return with_w(std::type_identity<F16>{});
-    default: return with_w(std::type_identity<float>{});
+    case DType::kBF16:
+      return with_w(std::type_identity<BF16>{});
+    case DType::kF16:
+      return with_w(std::type_identity<F16>{});
+    default:
+      return with_w(std::type_identity<float>{});
   }
 }
 

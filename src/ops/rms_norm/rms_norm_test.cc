@@ -73,7 +73,7 @@ TEST(RmsNorm, NaNGammaNextToSubnormalOutput) {
   for (int64_t i = 0; i < rows * width; ++i) x.Set(i, 0.5 + 0.01 * double(i % 7));
   for (int64_t i = 0; i < width; ++i) g.Set(i, 1.0 + 0.001 * double(i));
   g.Set(0, std::nan(""));
-  g.Set(1, 1e-39);   // y ~ 1e-39: a subnormal float and bf16
+  g.Set(1, 1e-39);  // y ~ 1e-39: a subnormal float and bf16
   g.Set(17, -3e-40);
   const auto xv = Contiguous<const void*>(x.data(), DType::kBF16, {rows, width});
   const auto gv = Contiguous<const void*>(g.data(), DType::kBF16, {width});
@@ -144,8 +144,8 @@ TEST(RmsNorm, Strided3DViews) {
         const auto gv = Contiguous<const void*>(g.data(), t, {width});
         RmsNorm(xv, gv, yv);
         const auto stats = test::CompareWithOracle(xv, gv, AsConst(yv), {}, test::UlpLimit(t));
-        EXPECT_EQ(stats.over_limit, 0) << target << " " << Name(t) << " width " << width << ": "
-                                       << stats.first_failure;
+        EXPECT_EQ(stats.over_limit, 0)
+            << target << " " << Name(t) << " width " << width << ": " << stats.first_failure;
         // Padding columns and the 4th row of each y block are untouched.
         int64_t touched = 0;
         for (int64_t b = 0; b < 2; ++b) {
@@ -288,8 +288,8 @@ TEST(RmsNorm, BatchInvariance) {
       std::memcpy(one.data(), static_cast<const char*>(batch.data()) + r * bytes, bytes);
       RmsNorm(Contiguous<const void*>(one.data(), t, {1, width}), gv,
               Contiguous<void*>(y_one.data(), t, {1, width}));
-      EXPECT_EQ(0, std::memcmp(y_one.data(),
-                               static_cast<const char*>(y_batch.data()) + r * bytes, bytes))
+      EXPECT_EQ(
+          0, std::memcmp(y_one.data(), static_cast<const char*>(y_batch.data()) + r * bytes, bytes))
           << Name(t) << " row " << r;
     }
   }
@@ -354,8 +354,8 @@ TEST(RmsNorm, SpecialValues) {
           RmsNorm(xv, gv, Contiguous<void*>(y.data(), t, {1, width}), opt);
           const auto stats = test::CompareWithOracle(
               xv, gv, Contiguous<const void*>(y.data(), t, {1, width}), opt, test::UlpLimit(t));
-          EXPECT_EQ(stats.over_limit, 0) << target << " " << row.name << " " << Name(t)
-                                         << " width " << width << ": " << stats.first_failure;
+          EXPECT_EQ(stats.over_limit, 0) << target << " " << row.name << " " << Name(t) << " width "
+                                         << width << ": " << stats.first_failure;
         }
       }
     }
@@ -395,19 +395,18 @@ TEST(RmsNorm, SpecialRowsAmongWideRows) {
         const auto xv = Contiguous<const void*>(x.data(), t, {rows, width});
         const auto gv = Contiguous<const void*>(g.data(), t, {width});
         RmsNorm(xv, gv, Contiguous<void*>(y.data(), t, {rows, width}), opt);
-        const std::string what = std::string(target) + " " + std::string(Name(t)) +
-                                 " width " + std::to_string(width);
+        const std::string what =
+            std::string(target) + " " + std::string(Name(t)) + " width " + std::to_string(width);
         const auto stats = test::CompareWithOracle(
-            xv, gv, Contiguous<const void*>(y.data(), t, {rows, width}), opt,
-            test::UlpLimit(t));
+            xv, gv, Contiguous<const void*>(y.data(), t, {rows, width}), opt, test::UlpLimit(t));
         EXPECT_EQ(stats.over_limit, 0) << what << ": " << stats.first_failure;
         const size_t bytes = width * SizeOf(t);
         for (int64_t r = 0; r < rows; ++r) {
           std::memcpy(one.data(), static_cast<const char*>(x.data()) + r * bytes, bytes);
           RmsNorm(Contiguous<const void*>(one.data(), t, {1, width}), gv,
                   Contiguous<void*>(y_one.data(), t, {1, width}), opt);
-          EXPECT_EQ(0, std::memcmp(y_one.data(),
-                                   static_cast<const char*>(y.data()) + r * bytes, bytes))
+          EXPECT_EQ(
+              0, std::memcmp(y_one.data(), static_cast<const char*>(y.data()) + r * bytes, bytes))
               << what << " row " << r;
         }
         // In place: the same bits.
@@ -539,6 +538,83 @@ TEST(RmsNorm, NativeBf16RowsKeepTheBitsAtEveryBound) {
   RmsNorm(Contiguous<const void*>(in_place.data(), DType::kBF16, {rows, width}), gv,
           Contiguous<void*>(in_place.data(), DType::kBF16, {rows, width}));
   EXPECT_EQ(streamed, test::BytesOf(in_place.data(), rows * width * 2)) << "in place";
+}
+
+// Heads in 16-row batches that NativeRowOk admits as a whole are normalised
+// in one loop, gamma split once per call (NormalizeNativeRows,
+// norm_row-inl.h); a batch with a row past the bound goes row by row. Full
+// and short batches, strided rows, the Gemma offset, rstd, in place, and
+// streamed outputs (aligned: the loop's streaming stores; misaligned: row
+// by row): the same bits on every target and within the oracle's limit.
+TEST(RmsNorm, NativeBf16HeadBatchesKeepTheBits) {
+  const uint64_t seed = test::Seed();
+  const DType t = DType::kBF16;
+  for (int64_t width : {128, 256, 512}) {
+    for (float offset : {0.0f, 1.0f}) {
+      const int64_t rows = 53, pitch = width + 32;  // batches of 16, 16, 16, 5
+      Buffer x(t, rows * pitch), g(t, width);
+      test::FillRandom(x, 1.0);
+      test::FillGamma(g);
+      x.Set(20 * pitch + 7, 0x1p-130);  // a subnormal: rows 16-31 go row by row
+      x.Set(40 * pitch + 3, 0x1p-64);   // its square is re-summed exactly; native
+      ConstTensorView xv = Contiguous<const void*>(x.data(), t, {rows, width});
+      xv.stride[0] = pitch;
+      const auto gv = Contiguous<const void*>(g.data(), t, {width});
+      NormOptions opt;
+      opt.weight_offset = offset;
+      const std::string what = "width " + std::to_string(width) + ", offset " +
+                               std::to_string(offset) + ", seed " + std::to_string(seed);
+      const std::vector<uint8_t> first = test::ExpectSameBitsOnEveryTarget(what, [&](const char*) {
+        Buffer y(t, rows * width);
+        std::vector<float> rstd(rows);
+        RmsNormWithRstd(xv, gv, Contiguous<void*>(y.data(), t, {rows, width}),
+                        Contiguous<void*>(rstd.data(), DType::kF32, {rows}), opt);
+        // In place, on a copy of the strided rows: the same bits.
+        Buffer in_place = x;
+        ConstTensorView iv = xv;
+        iv.data = in_place.data();
+        TensorView ov = Contiguous<void*>(in_place.data(), t, {rows, width});
+        ov.stride[0] = pitch;
+        RmsNorm(iv, gv, ov, opt);
+        for (int64_t k = 0; k < rows; ++k) {
+          EXPECT_EQ(0, std::memcmp(static_cast<const uint16_t*>(in_place.data()) + k * pitch,
+                                   static_cast<const uint16_t*>(y.data()) + k * width, width * 2))
+              << what << ": row " << k << " in place";
+        }
+        std::vector<uint8_t> bytes = test::BytesOf(y.data(), rows * width * 2);
+        const std::vector<uint8_t> rstd_bytes = test::BytesOf(rstd.data(), rows * 4);
+        bytes.insert(bytes.end(), rstd_bytes.begin(), rstd_bytes.end());
+        return bytes;
+      });
+      const auto stats = test::CompareWithOracle(
+          xv, gv, Contiguous<const void*>(first.data(), t, {rows, width}), opt, test::UlpLimit(t));
+      EXPECT_EQ(stats.over_limit, 0) << what << ": " << stats.first_failure;
+    }
+  }
+  // Streamed: 16400 heads of 128 are over 4 MiB of y.
+  const int64_t rows = 16400, width = 128;
+  Buffer x(t, rows * width), g(t, width);
+  test::FillRandom(x, 1.0);
+  test::FillGamma(g);
+  x.Set(777 * width + 5, 0x1p-130);
+  const auto xv = Contiguous<const void*>(x.data(), t, {rows, width});
+  const auto gv = Contiguous<const void*>(g.data(), t, {width});
+  std::vector<uint8_t> by_alignment[2];
+  for (size_t misalign : {0, 1}) {
+    by_alignment[misalign] = test::ExpectSameBitsOnEveryTarget(
+        "streamed, misaligned by " + std::to_string(misalign), [&](const char*) {
+          Buffer y(t, rows * width + 64);
+          char* p = static_cast<char*>(y.data());
+          p += (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64 + 2 * misalign;
+          RmsNorm(xv, gv, Contiguous<void*>(p, t, {rows, width}));
+          return test::BytesOf(p, rows * width * 2);
+        });
+  }
+  EXPECT_EQ(by_alignment[0], by_alignment[1]);
+  const auto stats = test::CompareWithOracle(
+      xv, gv, Contiguous<const void*>(by_alignment[0].data(), t, {rows, width}), {},
+      test::UlpLimit(t));
+  EXPECT_EQ(stats.over_limit, 0) << "streamed: " << stats.first_failure;
 }
 
 // The canonical order is at least as accurate as PyTorch's float32 sum: on a
