@@ -15,9 +15,11 @@
 #define GLMNORM_SRC_NORM_ROW_INL_H_
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -430,20 +432,29 @@ HWY_INLINE bool NormalizeNativeRowsIfOk(size_t width, size_t n, const InvRms* in
                                         bool gamma_finite, float gamma_min_abs,
                                         const float* split_gamma, bool stream,
                                         const RowOf& row_of) {
+  if (n == 0) return true;
   const BF16* x[kMaxRows];
   BF16* y[kMaxRows];
   const BF16* ahead[kMaxRows];
   float r[kMaxRows];
+  // Without a branch per row: NativeRowOk once, for the smallest r and the
+  // smallest min_abs, implies it for every row (the bound grows with both;
+  // a batch's rows share min_abs, InvRmsOfRows).
+  bool fast = true, aligned = true;
+  InvRms least{std::numeric_limits<float>::infinity(), 1.0f, true,
+               std::numeric_limits<float>::infinity()};
   for (size_t j = 0; j < n; ++j) {
-    if (!FastPathOk(gamma_finite, inv[j]) || !NativeRowOk(inv[j], gamma_min_abs)) return false;
+    fast &= FastPathOk(gamma_finite, inv[j]);
+    least.r = std::min(least.r, inv[j].r);
+    least.min_abs = std::min(least.min_abs, inv[j].min_abs);
     const NativeRow row = row_of(j);
-    if (stream && reinterpret_cast<uintptr_t>(row.y) % 64 != 0) return false;
+    aligned &= reinterpret_cast<uintptr_t>(row.y) % 64 == 0;
     x[j] = row.x;
     y[j] = row.y;
     ahead[j] = row.ahead;
     r[j] = inv[j].r;
   }
-  if (n == 0) return true;
+  if (!fast || (stream && !aligned) || !NativeRowOk(least, gamma_min_abs)) return false;
   if (stream) {
     NormalizeNativeRows<true>(width, n, x, y, r, split_gamma, ahead);
   } else {

@@ -3,6 +3,8 @@
 // the RoPE positions.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/qk_norm/qk_norm_cpu.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,7 +12,6 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "hwy/cache_control.h"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "ops/qk_norm/qk_norm_job.h"
 #include "simd/convert-inl.h"

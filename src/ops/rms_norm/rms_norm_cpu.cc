@@ -3,13 +3,14 @@
 // dispatched at run time. The row op sequence is simd/norm_row-inl.h.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/rms_norm/rms_norm_cpu.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "backend/cpu/cpu_backend.h"
 #include "hwy/cache_control.h"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "ops/rms_norm/rms_norm_job.h"
 #include "simd/convert-inl.h"
@@ -217,24 +218,9 @@ HWY_INLINE void DispatchTypes(const NormParams& p, Args&&... args) {
       F<T, W, T, false>::Run(args...);
     }
   };
-  const auto with_w = [&](auto t_tag) {
-    switch (p.w_type) {
-      case DType::kBF16:
-        return with_types(t_tag, std::type_identity<BF16>{});
-      case DType::kF16:
-        return with_types(t_tag, std::type_identity<F16>{});
-      default:
-        return with_types(t_tag, std::type_identity<float>{});
-    }
-  };
-  switch (p.x_type) {
-    case DType::kBF16:
-      return with_w(std::type_identity<BF16>{});
-    case DType::kF16:
-      return with_w(std::type_identity<F16>{});
-    default:
-      return with_w(std::type_identity<float>{});
-  }
+  WithFloatType(p.x_type, [&](auto t_tag) {
+    WithFloatType(p.w_type, [&](auto w_tag) { with_types(t_tag, w_tag); });
+  });
 }
 
 template <typename T, typename W, typename O, bool kCastThenScale>
