@@ -222,7 +222,7 @@ HWY_INLINE bool PairsApply(D d, size_t width) {
 // order, a load of x or gamma whose low 12 address bits matched the previous
 // store's ("4K aliasing") waited, when y lay 16-96 bytes past x modulo
 // 4 KiB: up to 2.2x slower (docs/PERFORMANCE.md, "Where the output lies").
-// Returns where it stopped (end less fewer than 32).
+// Returns where it stopped: fewer than 32 values before end.
 template <class Load, class Store>
 HWY_INLINE size_t ForEachBlockOneAhead(size_t begin, size_t end, const Load& load,
                                        const Store& store) {

@@ -125,8 +125,6 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
             StoreSink<O, kMayBeNaN>{y});
       });
     };
-    // 1/rms of head h + 1 before head h is normalised, or of 16 heads of
-    // 128 at once (ForEachRowInvRms, row_batch-inl.h). Same bits.
 #if GLMNORM_HAVE_ROW_BATCH && GLMNORM_HAVE_BF16_PAIRS
     if constexpr (kNativeTypes) {
       if (native_heads) {
@@ -157,6 +155,8 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
       }
     }
 #endif
+    // 1/rms of head h + 1 before head h is normalised, or of 16 heads of
+    // 128 at once (ForEachRowInvRms, row_batch-inl.h). Same bits.
     ForEachRowInvRms<T>(d, width, job.p.eps, 0, heads, head_of, finish);
   }
 }
