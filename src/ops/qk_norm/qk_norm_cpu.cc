@@ -42,9 +42,10 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
   if (RowBatches(width, heads)) {
     prefetch_bytes = std::max(prefetch_bytes, kRowBatch * width * sizeof(T));
   }
-  // bf16 heads without RoPE (bf16 gammas, cast-then-scale) whose batch
-  // NativeRowOk admits take NormalizeNativeRows, each gamma split once per
-  // call (issue 16); other batches head by head. Same bits either way.
+  // bf16 heads (bf16 gammas, cast-then-scale) whose batch NativeRowOk
+  // admits take NormalizeNativeRows, each gamma split once per call, and
+  // then RoPE over the stored heads (issue 16); other batches head by head.
+  // Same bits either way.
 #if GLMNORM_HAVE_ROW_BATCH && GLMNORM_HAVE_BF16_PAIRS
   bool native_heads = false;
   constexpr bool kNativeTypes = std::is_same_v<T, BF16> && std::is_same_v<O, BF16> &&
@@ -52,7 +53,7 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
   HWY_ALIGN float split_q[kNativeRowsMaxWidth], split_k[kNativeRowsMaxWidth];
   float q_min_abs = 0.0f, k_min_abs = 0.0f;
   if constexpr (kNativeTypes) {
-    native_heads = native_bf16 && rotary_dim == 0 && job.p.w_type == DType::kBF16 &&
+    native_heads = native_bf16 && job.p.w_type == DType::kBF16 &&
                    RowBatches(width, heads) && width <= kNativeRowsMaxWidth;
     if (native_heads) {
       // The gammas as given (bf16), whatever W the caller widened them to.
@@ -142,6 +143,17 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
                   width, n, inv, q_group ? q_gamma_finite : k_gamma_finite,
                   q_group ? q_min_abs : k_min_abs, q_group ? split_q : split_k, false, row_of)) {
             for (size_t j = 0; j < n; ++j) finish(first + static_cast<int64_t>(j), inv[j]);
+            return;
+          }
+          // RoPE over the group's stored heads, still in L1: the rotation
+          // reads the values QkNorm alone stores, as `finish` rotates them
+          // (the rows are finite: FastPathOk).
+          for (size_t j = 0; rotary_dim > 0 && j < n; ++j) {
+            O* y = out_row + (first + static_cast<int64_t>(j)) * static_cast<int64_t>(width);
+            const auto stored = [y, d](size_t i, size_t m) {
+              return m == hn::MaxLanes(d) ? LoadF32(d, y + i) : LoadF32Partial(d, y + i, m);
+            };
+            RotateHead(d, rotary_dim, stored, cos, sin, y, native_bf16);
           }
         };
         ForEachRowBatchInvRms<T>(

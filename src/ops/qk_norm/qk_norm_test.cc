@@ -356,6 +356,53 @@ TEST(QkNormRope, EqualsNormThenRopeEveryTarget) {
   });
 }
 
+// bf16 heads with RoPE whose batch NativeRowOk admits are normalised in one
+// loop (NormalizeNativeRows) and rotated after they are stored: the same bits
+// as norm-then-RoPE on every target, in and out of place, for batches with a
+// head past the bound (subnormals, which go head by head) and without.
+TEST(QkNormRope, NativeBf16HeadBatchesEqualNormThenRopeEveryTarget) {
+  const uint64_t seed = test::Seed();
+  const QkCombo c{DType::kBF16, DType::kBF16, DType::kBF16, Rounding::kCastThenScale};
+  for (const QkHeads& h : {QkHeads{20, 4, 1, 128}, QkHeads{12, 5, 0, 256}}) {
+    for (int rotary_dim : {h.head_dim / 2, h.head_dim, 2}) {
+      for (float offset : {0.0f, 1.0f}) {
+        NormOptions opt;
+        opt.weight_offset = offset;
+        QkSetup s(c, h, 3, 5);
+        const int64_t hd = h.head_dim;
+        s.in.Set(1 * s.stride + 2 * hd + 9, 0x1p-130);          // token 1, q head 2
+        s.in.Set(2 * s.stride + s.QCols() + hd + 4, 0x1p-130);  // token 2, k head 1
+        RopeTables tables(50, rotary_dim, s.tokens);
+        const Rope rope = tables.Get(rotary_dim, true);
+        const Buffer want = NormThenRope(s, opt, rope);
+        const std::string what = Describe(c, h, "") + " rotary_dim " +
+                                 std::to_string(rotary_dim) + " offset " + std::to_string(offset) +
+                                 ", seed " + std::to_string(seed);
+        test::ExpectSameBitsOnEveryTarget(what, [&](const char* target) {
+          Buffer out(c.o, s.tokens * s.stride);
+          for (size_t i = 0; i < out.size; ++i) out.Set(i, kSentinel);
+          QkNorm(s.In(), Rows(out.data(), c.o, s.tokens, s.width, s.stride), h, s.QG(), s.KG(),
+                 opt, rope);
+          EXPECT_EQ(0, std::memcmp(out.data(), want.data(), out.size * 2))
+              << what << " " << target << ": differs from norm then RoPE";
+          const Buffer in_before = s.in;
+          QkNorm(s.In(), Rows(s.in.data(), c.t, s.tokens, s.width, s.stride), h, s.QG(), s.KG(),
+                 opt, rope);
+          int64_t diffs = 0;
+          for (int64_t t = 0; t < s.tokens; ++t) {
+            for (int64_t i = 0; i < s.QCols() + s.KCols(); ++i) {
+              diffs += s.in.Get(t * s.stride + i) != want.Get(t * s.stride + i);
+            }
+          }
+          EXPECT_EQ(diffs, 0) << what << " " << target << ": in place";
+          s.in = in_before;
+          return test::BytesOf(out.data(), out.size * 2);
+        });
+      }
+    }
+  }
+}
+
 // Against the float64 reference (norm, stored, then rotated in float64):
 // within 1 ulp of the output dtype, plus the norm's ulp limit and the float32
 // rounding of the products relative to |a| + |b| (a*cos - b*sin can cancel).
