@@ -54,6 +54,52 @@ HWY_INLINE void RotateHead(D d, size_t rotary_dim, const In& in, const float* HW
   if (i < half) rotate(i, half - i);
 }
 
+#if GLMNORM_HAVE_BF16_PAIRS
+// Whether RotateBf16HeadPairs takes a head: half = rotary_dim / 2 a multiple
+// of 32 (GLM-4.5: rotary_dim 64).
+HWY_INLINE bool RotatesInPairs(size_t rotary_dim) { return rotary_dim % 64 == 0; }
+
+// cos or sin (half values, RotatesInPairs) in the lane order of LoadBf16Pairs:
+// per 32 values, the 16 even-indexed ones, then the 16 odd ones. Once per
+// token: every head of the token rotates by the same angles.
+HWY_INLINE void SplitPairsOf(const float* HWY_RESTRICT v, size_t half,
+                             float* HWY_RESTRICT out) {
+  for (size_t i = 0; i < half; i += 32) {
+    for (size_t m = 0; m < 16; ++m) {
+      out[i + m] = v[i + 2 * m];
+      out[i + 16 + m] = v[i + 2 * m + 1];
+    }
+  }
+}
+
+// RotateHead of a stored bf16 head in place, 32 pairs per step: one 64-byte
+// load gives 32 values as even and odd lanes, one conversion stores 32
+// (StoreBf16Pairs, with its guard for subnormal results), where RotateHead
+// widens and narrows 16 at a time. The same operations per element (cos and
+// sin split by SplitPairsOf), so the same bits. RotatesInPairs(rotary_dim).
+HWY_INLINE void RotateBf16HeadPairs(size_t rotary_dim, BF16* y, const float* split_cos,
+                                    const float* split_sin) {
+  const size_t half = rotary_dim / 2;
+  for (size_t i = 0; i < half; i += 32) {
+    const Bf16Pairs a = LoadBf16Pairs(y + i);
+    const Bf16Pairs b = LoadBf16Pairs(y + half + i);
+    const __m512 c_even = _mm512_loadu_ps(split_cos + i);
+    const __m512 c_odd = _mm512_loadu_ps(split_cos + i + 16);
+    const __m512 s_even = _mm512_loadu_ps(split_sin + i);
+    const __m512 s_odd = _mm512_loadu_ps(split_sin + i + 16);
+    // lo = a*c - b*s, hi = b*c + a*s (no FMA: -ffp-contract=off).
+    const Bf16Pairs lo{
+        _mm512_sub_ps(_mm512_mul_ps(a.even, c_even), _mm512_mul_ps(b.even, s_even)),
+        _mm512_sub_ps(_mm512_mul_ps(a.odd, c_odd), _mm512_mul_ps(b.odd, s_odd))};
+    const Bf16Pairs hi{
+        _mm512_add_ps(_mm512_mul_ps(b.even, c_even), _mm512_mul_ps(a.even, s_even)),
+        _mm512_add_ps(_mm512_mul_ps(b.odd, c_odd), _mm512_mul_ps(a.odd, s_odd))};
+    StoreBf16Pairs<false>(lo, y + i);
+    StoreBf16Pairs<false>(hi, y + half + i);
+  }
+}
+#endif  // GLMNORM_HAVE_BF16_PAIRS
+
 // The backward: the transposed rotation (the gradient of the forward) of
 // the rotated dims of one head of the incoming gradient g, with
 // dlo = g[i], dhi = g[i + half]:

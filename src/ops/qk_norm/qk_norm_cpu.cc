@@ -51,6 +51,9 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
   constexpr bool kNativeTypes = std::is_same_v<T, BF16> && std::is_same_v<O, BF16> &&
                                 kCastThenScale && hn::MaxLanes(decltype(d)()) == 16;
   HWY_ALIGN float split_q[kNativeRowsMaxWidth], split_k[kNativeRowsMaxWidth];
+  // A token's cos and sin in the lane order of RotateBf16HeadPairs.
+  HWY_ALIGN float split_cos[kNativeRowsMaxWidth / 2], split_sin[kNativeRowsMaxWidth / 2];
+  const bool rotate_pairs = rotary_dim > 0 && RotatesInPairs(rotary_dim);
   float q_min_abs = 0.0f, k_min_abs = 0.0f;
   if constexpr (kNativeTypes) {
     native_heads = native_bf16 && job.p.w_type == DType::kBF16 &&
@@ -150,12 +153,20 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
           // (the rows are finite: FastPathOk).
           for (size_t j = 0; rotary_dim > 0 && j < n; ++j) {
             O* y = out_row + (first + static_cast<int64_t>(j)) * static_cast<int64_t>(width);
+            if (rotate_pairs) {
+              RotateBf16HeadPairs(rotary_dim, y, split_cos, split_sin);
+              continue;
+            }
             const auto stored = [y, d](size_t i, size_t m) {
               return m == hn::MaxLanes(d) ? LoadF32(d, y + i) : LoadF32Partial(d, y + i, m);
             };
             RotateHead(d, rotary_dim, stored, cos, sin, y, native_bf16);
           }
         };
+        if (rotate_pairs) {
+          SplitPairsOf(cos, rotary_dim / 2, split_cos);
+          SplitPairsOf(sin, rotary_dim / 2, split_sin);
+        }
         ForEachRowBatchInvRms<T>(
             width, job.p.eps, 0, heads, head_of, [&](int64_t base, size_t n, const InvRms* inv) {
               const size_t q_heads = static_cast<size_t>(
