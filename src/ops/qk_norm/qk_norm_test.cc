@@ -149,19 +149,30 @@ TEST(QkNorm, EqualsRmsNormOfEachHeadEveryTarget) {
 // hold q and k heads (each group has its gamma), and a group with a head
 // past the bound goes head by head. The same bits as RmsNorm per head, on
 // every target.
+constexpr QkCombo kBf16Combo{DType::kBF16, DType::kBF16, DType::kBF16, Rounding::kCastThenScale};
+// 24 heads: batches of 16 q, and 4 q + 4 k; 17: 12 q + 4 k, and 1 k.
+constexpr QkHeads kNativeBatchHeads[] = {{20, 4, 1, 128}, {12, 5, 0, 256}};
+
+// 3 tokens of random bf16 heads h, with a subnormal in q head 2 of token 1
+// and in k head 1 of token 2 (NativeRowOk refuses their groups, which go
+// head by head), and a 2^-64 in the last q head of token 0 (still native).
+QkSetup Bf16HeadsPastTheBound(const QkHeads& h) {
+  QkSetup s(kBf16Combo, h, 3, 5);
+  const int64_t hd = h.head_dim;
+  s.in.Set(1 * s.stride + 2 * hd + 9, 0x1p-130);
+  s.in.Set(2 * s.stride + s.QCols() + hd + 4, 0x1p-130);
+  s.in.Set(0 * s.stride + (h.num_q_heads - 1) * hd + 1, 0x1p-64);
+  return s;
+}
+
 TEST(QkNorm, NativeBf16HeadBatchesEqualRmsNormEveryTarget) {
   const uint64_t seed = test::Seed();
-  const QkCombo c{DType::kBF16, DType::kBF16, DType::kBF16, Rounding::kCastThenScale};
-  // 24 heads: batches of 16 q, and 4 q + 4 k; 17: 12 q + 4 k, and 1 k.
-  for (const QkHeads& h : {QkHeads{20, 4, 1, 128}, QkHeads{12, 5, 0, 256}}) {
+  const QkCombo& c = kBf16Combo;
+  for (const QkHeads& h : kNativeBatchHeads) {
     for (float offset : {0.0f, 1.0f}) {
       NormOptions opt;
       opt.weight_offset = offset;
-      QkSetup s(c, h, 3, 5);
-      const int64_t hd = h.head_dim;
-      s.in.Set(1 * s.stride + 2 * hd + 9, 0x1p-130);                   // token 1, q head 2
-      s.in.Set(2 * s.stride + s.QCols() + hd + 4, 0x1p-130);           // token 2, k head 1
-      s.in.Set(0 * s.stride + (h.num_q_heads - 1) * hd + 1, 0x1p-64);  // native still
+      QkSetup s = Bf16HeadsPastTheBound(h);
       const Buffer want = ExpectedByRmsNorm(s, opt);
       const std::string what = Describe(c, h, "") + " offset " + std::to_string(offset) +
                                ", seed " + std::to_string(seed);
@@ -362,16 +373,13 @@ TEST(QkNormRope, EqualsNormThenRopeEveryTarget) {
 // head past the bound (subnormals, which go head by head) and without.
 TEST(QkNormRope, NativeBf16HeadBatchesEqualNormThenRopeEveryTarget) {
   const uint64_t seed = test::Seed();
-  const QkCombo c{DType::kBF16, DType::kBF16, DType::kBF16, Rounding::kCastThenScale};
-  for (const QkHeads& h : {QkHeads{20, 4, 1, 128}, QkHeads{12, 5, 0, 256}}) {
+  const QkCombo& c = kBf16Combo;
+  for (const QkHeads& h : kNativeBatchHeads) {
     for (int rotary_dim : {h.head_dim / 2, h.head_dim, 2}) {
       for (float offset : {0.0f, 1.0f}) {
         NormOptions opt;
         opt.weight_offset = offset;
-        QkSetup s(c, h, 3, 5);
-        const int64_t hd = h.head_dim;
-        s.in.Set(1 * s.stride + 2 * hd + 9, 0x1p-130);          // token 1, q head 2
-        s.in.Set(2 * s.stride + s.QCols() + hd + 4, 0x1p-130);  // token 2, k head 1
+        QkSetup s = Bf16HeadsPastTheBound(h);
         RopeTables tables(50, rotary_dim, s.tokens);
         const Rope rope = tables.Get(rotary_dim, true);
         const Buffer want = NormThenRope(s, opt, rope);
