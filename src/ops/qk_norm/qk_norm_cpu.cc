@@ -133,7 +133,8 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
     if constexpr (kNativeTypes) {
       if (native_heads) {
         // A batch's q heads and k heads (each group with its own gamma).
-        const auto finish_group = [&](int64_t first, size_t n, const InvRms* inv) {
+        const auto finish_group = [&](int64_t first, size_t n, const InvRms* inv)
+                                      GLMNORM_INLINE_LAMBDA {
           const bool q_group = first < job.num_q_heads;
           const auto row_of = [&](size_t j) {
             const int64_t head = first + static_cast<int64_t>(j);
