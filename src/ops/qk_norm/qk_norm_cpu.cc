@@ -53,7 +53,6 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
   HWY_ALIGN float split_q[kNativeRowsMaxWidth], split_k[kNativeRowsMaxWidth];
   // A token's cos and sin in the lane order of RotateBf16HeadPairs.
   HWY_ALIGN float split_cos[kNativeRowsMaxWidth / 2], split_sin[kNativeRowsMaxWidth / 2];
-  const bool rotate_pairs = rotary_dim > 0 && RotatesInPairs(rotary_dim);
   float q_min_abs = 0.0f, k_min_abs = 0.0f;
   if constexpr (kNativeTypes) {
     native_heads = native_bf16 && job.p.w_type == DType::kBF16 &&
@@ -72,6 +71,8 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
       }
     }
   }
+  // Stored bf16 heads rotate 32 pairs per step, with cos and sin split per token.
+  const bool rotate_pairs = native_heads && rotary_dim > 0 && RotatesInPairs(rotary_dim);
 #endif
   for (int64_t row = row_begin; row < row_end; ++row) {
     const T* in_row = static_cast<const T*>(job.in) + row * job.in_row_stride;
@@ -83,6 +84,22 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
       sin = job.rope.Sin(row);
     }
     const auto head_of = [&](int64_t head) { return in_row + head * static_cast<int64_t>(width); };
+    // RoPE over a head as QkNorm alone stores it (docs/DECODER.md), read
+    // back from y while it is in L1: the same values, so the same bits.
+    const auto rotate_stored = [&](O* y) GLMNORM_INLINE_LAMBDA {
+#if GLMNORM_HAVE_ROW_BATCH && GLMNORM_HAVE_BF16_PAIRS
+      if constexpr (kNativeTypes) {
+        if (rotate_pairs) {
+          RotateBf16HeadPairs(rotary_dim, y, split_cos, split_sin);
+          return;
+        }
+      }
+#endif
+      const auto stored = [y, d](size_t i, size_t m) {
+        return m == hn::MaxLanes(d) ? LoadF32(d, y + i) : LoadF32Partial(d, y + i, m);
+      };
+      RotateHead(d, rotary_dim, stored, cos, sin, y, native_bf16);
+    };
     // Head `head` given its 1/rms: normalised (and rotated) into out_row.
     const auto finish = [&](int64_t head, const InvRms& inv) {
       const W* gamma = head < job.num_q_heads ? q_gamma : k_gamma;
@@ -98,36 +115,16 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
       const auto load_partial = [x](auto dd, size_t i, size_t n) {
         return LoadF32Partial(dd, x + i, n);
       };
-      // A head holding NaN is its NaN throughout (docs/SPEC.md §10): not
-      // rotated, so that NaNs in cos or sin cannot meet it.
-      if (rotary_dim == 0 || HWY_UNLIKELY(std::isnan(inv.r))) {
-        const bool gamma_finite = head < job.num_q_heads ? q_gamma_finite : k_gamma_finite;
-        WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
-          constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
-          ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
-              d, 0, width, inv, gamma, job.p.weight_offset, load, load_partial,
-              StoreSink<O, kMayBeNaN>{y});
-        });
-        return;
-      }
-      // The rotated dims pair by pair, from the normalised values computed
-      // one vector at a time (the same operations as a whole-row pass); the
-      // pass-through dims as QkNorm alone stores them. No scratch row.
       const bool gamma_finite = head < job.num_q_heads ? q_gamma_finite : k_gamma_finite;
       WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
         constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
-        const auto normed = [&](size_t i, size_t n) {
-          hn::Vec<decltype(d)> value = hn::Zero(d);
-          ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
-              d, i, i + n, inv, gamma, job.p.weight_offset, load, load_partial,
-              [&](auto dd, size_t, size_t, auto v) { value = RoundTo<O, kMayBeNaN>(dd, v); });
-          return value;
-        };
-        RotateHead(d, rotary_dim, normed, cos, sin, y, native_bf16);
         ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
-            d, rotary_dim, width, inv, gamma, job.p.weight_offset, load, load_partial,
+            d, 0, width, inv, gamma, job.p.weight_offset, load, load_partial,
             StoreSink<O, kMayBeNaN>{y});
       });
+      // A head holding NaN is its NaN throughout (docs/SPEC.md §10): not
+      // rotated, so that NaNs in cos or sin cannot meet it.
+      if (rotary_dim > 0 && !HWY_UNLIKELY(std::isnan(inv.r))) rotate_stored(y);
     };
 #if GLMNORM_HAVE_ROW_BATCH && GLMNORM_HAVE_BF16_PAIRS
     if constexpr (kNativeTypes) {
@@ -149,19 +146,9 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
             for (size_t j = 0; j < n; ++j) finish(first + static_cast<int64_t>(j), inv[j]);
             return;
           }
-          // RoPE over the group's stored heads, still in L1: the rotation
-          // reads the values QkNorm alone stores, as `finish` rotates them
-          // (the rows are finite: FastPathOk).
+          // The group's heads are finite (FastPathOk): all rotated.
           for (size_t j = 0; rotary_dim > 0 && j < n; ++j) {
-            O* y = out_row + (first + static_cast<int64_t>(j)) * static_cast<int64_t>(width);
-            if (rotate_pairs) {
-              RotateBf16HeadPairs(rotary_dim, y, split_cos, split_sin);
-              continue;
-            }
-            const auto stored = [y, d](size_t i, size_t m) {
-              return m == hn::MaxLanes(d) ? LoadF32(d, y + i) : LoadF32Partial(d, y + i, m);
-            };
-            RotateHead(d, rotary_dim, stored, cos, sin, y, native_bf16);
+            rotate_stored(out_row + (first + static_cast<int64_t>(j)) * static_cast<int64_t>(width));
           }
         };
         if (rotate_pairs) {
