@@ -176,7 +176,10 @@ void AddNormRowsWithGamma(const Job& job, const W* HWY_RESTRICT gamma, int64_t r
         return sum.Finish(d, base, width, Squares(sum_store), Squares(sum_store_partial));
       };
       float sum_sq;
-      if constexpr (SquarePairsFor<R, decltype(d)>() && std::is_same_v<Dl, BF16>) {
+      // (The pair loops exist with AVX512-BF16 only; AVX2's pair layout
+      // serves bf16 rows read as they are, not sums stored on the way.)
+      if constexpr (GLMNORM_HAVE_BF16_PAIRS && SquarePairsFor<R, decltype(d)>() &&
+                    std::is_same_v<Dl, BF16>) {
         sum_sq = pairs ? sum_of_squares(std::true_type()) : sum_of_squares(std::false_type());
       } else {
         sum_sq = sum_of_squares(std::false_type());

@@ -417,6 +417,50 @@ HWY_INLINE float MinNonzeroAbsOfGamma(const BF16* gamma, size_t n, float offset)
 #define GLMNORM_HAVE_BF16_PAIRS 0
 #endif
 
+// The pair layout on AVX2: 16 bf16 values per 32-byte load as two float32
+// vectors of their even and odd elements, the lane order of the AVX3 pairs
+// above. On CPUs whose 256-bit shifts take one pipe for two cycles (Zen 1:
+// a 16-value widening by vpmovzxwd + vpslld took 4 of a shift and shuffle
+// pipe's cycles per 8 values), a mask gives the odd elements and one byte
+// shuffle the even ones (docs/PERFORMANCE.md, "AVX2 (Zen 1)").
+// GLMNORM_HAVE_SQUARE_PAIRS: the target has a pair layout (either).
+#undef GLMNORM_HAVE_SQUARE_PAIRS  // defined once per target
+#if GLMNORM_HAVE_BF16_PAIRS
+#define GLMNORM_HAVE_SQUARE_PAIRS 1
+#elif HWY_TARGET == HWY_AVX2 && HWY_ARCH_X86_64
+#define GLMNORM_HAVE_SQUARE_PAIRS 1
+struct Bf16Pairs {
+  __m256 even, odd;  // elements 0, 2, ..., 14 and 1, 3, ..., 15
+};
+
+HWY_INLINE Bf16Pairs LoadBf16Pairs(const BF16* p) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  // Each 32-bit lane's low word (an even element) into its high half.
+  const __m256i to_high = _mm256_setr_epi8(-1, -1, 0, 1, -1, -1, 4, 5, -1, -1, 8, 9, -1, -1, 12, 13,
+                                           -1, -1, 0, 1, -1, -1, 4, 5, -1, -1, 8, 9, -1, -1, 12, 13);
+  return {_mm256_castsi256_ps(_mm256_shuffle_epi8(v, to_high)),
+          _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int32_t(0xFFFF0000u))))};
+}
+
+// Stores 16 values of y (no lane NaN; inf is fine) rounded to bf16 in memory
+// order: the odd elements' rounded bits stay in the high words, the even
+// ones' move to the low words. kStream: p is 32-byte aligned.
+template <bool kStream>
+HWY_INLINE void StoreBf16PairsNoNaN(const Bf16Pairs& y, BF16* p) {
+  const hn::Full256<float> d;
+  const __m256i even = RoundedBF16BitsNoNaN(d, hn::Vec<decltype(d)>{y.even}).raw;
+  const __m256i odd = RoundedBF16BitsNoNaN(d, hn::Vec<decltype(d)>{y.odd}).raw;
+  const __m256i out = _mm256_blend_epi16(odd, _mm256_srli_epi32(even, 16), 0x55);
+  if constexpr (kStream) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), out);
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), out);
+  }
+}
+#else
+#define GLMNORM_HAVE_SQUARE_PAIRS 0
+#endif
+
 // StoreF32As for any storage type, with g_native_bf16 as read once by the
 // caller (`native`, used for bf16 only).
 template <bool kMayBeNaN = true, bool kStream = false, class D, typename O>
@@ -437,9 +481,28 @@ HWY_INLINE void StoreF32AsPartial(D d, hn::Vec<D> v, T* p, size_t n) {
   for (size_t i = 0; i < n; ++i) FromF32(buf[i], p + i);
 }
 
-// True when no element of the n values at p is inf or NaN.
+// True when no element of the n values at p is inf or NaN. 16-bit values
+// are tested as words, without widening (a bf16 gamma is scanned once per
+// call, as long as a decode row's pass 1 on AVX2 when it was widened).
 template <class D, typename T>
 HWY_INLINE bool AllFinite(D d, const T* p, size_t n) {
+  if constexpr (sizeof(T) == 2 && hn::MaxLanes(D()) > 1) {  // not HWY_SCALAR
+    const hn::Repartition<uint16_t, D> dw;
+    constexpr size_t NW = hn::MaxLanes(dw);
+    const uint16_t exp_bits = std::is_same_v<T, BF16> ? 0x7F80u : 0x7C00u;
+    const auto exp_mask = hn::Set(dw, exp_bits);
+    const auto* bits = reinterpret_cast<const uint16_t*>(p);
+    auto bad = hn::Zero(dw);
+    size_t i = 0;
+    for (; i + NW <= n; i += NW) {
+      bad = hn::Or(bad, hn::VecFromMask(dw, hn::Eq(hn::And(hn::LoadU(dw, bits + i), exp_mask),
+                                                   exp_mask)));
+    }
+    bool finite = hn::AllTrue(dw, hn::Eq(bad, hn::Zero(dw)));
+    for (; i < n; ++i) finite &= (bits[i] & exp_bits) != exp_bits;
+    return finite;
+  }
+
   constexpr size_t N = hn::MaxLanes(d);
   const hn::RebindToUnsigned<D> du;
   auto bad = hn::Zero(du);

@@ -62,12 +62,14 @@ HWY_INLINE auto Squares(const Load& load) {
   };
 }
 
-// Whether the whole blocks of a row of T sum squares of bf16 values loaded 32
-// at a time (CanonicalSumSteps<D, true>): bf16 rows on AVX-512 targets.
+// Whether the whole blocks of a row of T sum squares of bf16 values loaded
+// two per float32 lane (CanonicalSumSteps<D, true>): bf16 rows on AVX-512
+// targets (32 values per load) and on AVX2 (16).
 template <typename T, class D>
 constexpr bool SquarePairsFor() {
-#if GLMNORM_HAVE_BF16_PAIRS
-  return std::is_same_v<T, hwy::bfloat16_t> && hn::MaxLanes(D()) == 16;
+#if GLMNORM_HAVE_SQUARE_PAIRS
+  return std::is_same_v<T, hwy::bfloat16_t> &&
+         hn::MaxLanes(D()) * sizeof(float) == sizeof(Bf16Pairs::even);
 #else
   return false;
 #endif
@@ -91,7 +93,7 @@ struct CanonicalSumSteps {
   using V = hn::Vec<D>;
   static constexpr size_t N = hn::MaxLanes(D());
   static_assert(kVirtualLanes % N == 0, "vector wider than the virtual lanes");
-  static_assert(!kPairs || GLMNORM_HAVE_BF16_PAIRS, "no pair layout on this target");
+  static_assert(!kPairs || GLMNORM_HAVE_SQUARE_PAIRS, "no pair layout on this target");
   static constexpr size_t K = kVirtualLanes / N;
   static constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
   V total[K];
@@ -128,22 +130,23 @@ struct CanonicalSumSteps {
     for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);
   }
 
-#if GLMNORM_HAVE_BF16_PAIRS
-  // Block(d, base, Squares(load)) with 32 values per call of pairs(i), which
-  // returns the values i .. i + 31 as Bf16Pairs (convert-inl.h), each index
-  // once, in order. Each virtual lane gets the same terms in the same order,
-  // held in another register order until Finish: total[0] holds virtual
-  // lanes 0, 2, ..., 30, total[1] 1, 3, ..., 31, total[2] and total[3] the
-  // same from 32. Every block of a sum then goes through here.
+#if GLMNORM_HAVE_SQUARE_PAIRS
+  // Block(d, base, Squares(load)) with 2N values per call of pairs(i), which
+  // returns the values i .. i + 2N - 1 as Bf16Pairs (convert-inl.h), each
+  // index once, in order. Each virtual lane gets the same terms in the same
+  // order, held in another register order until Finish: total[0] holds
+  // virtual lanes 0, 2, ..., 2N - 2, total[1] 1, 3, ..., 2N - 1, total[2]
+  // and total[3] the same from 2N, and so on. Every block of a sum then goes
+  // through here.
   template <class Pairs>
   HWY_INLINE void BlockOfSquarePairs(D d, size_t base, const Pairs& pairs) {
     static_assert(kPairs, "pair blocks need CanonicalSumSteps<D, true>: Finish reorders them");
-    static_assert(K == 4 && N == 16, "the split is for 16 float32 lanes");
+    static_assert(sizeof(Bf16Pairs::even) == N * sizeof(float), "one pair half per vector");
     V block[K];
     for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
     for (size_t c = 0; c < kBlockChunks; ++c) {
-      for (size_t half = 0; half < 2; ++half) {
-        const Bf16Pairs v = pairs(base + c * kVirtualLanes + half * 32);
+      for (size_t half = 0; half < K / 2; ++half) {
+        const Bf16Pairs v = pairs(base + c * kVirtualLanes + half * 2 * N);
         const V even{v.even}, odd{v.odd};
         block[2 * half] = hn::Add(block[2 * half], hn::Mul(even, even));
         block[2 * half + 1] = hn::Add(block[2 * half + 1], hn::Mul(odd, odd));
@@ -194,9 +197,11 @@ struct CanonicalSumSteps {
 #if GLMNORM_HAVE_BF16_PAIRS
       if (native) {
         NativeBlockOfSquares(x + base);
-      } else {
-        BlockOfSquarePairs(d, base, [x](size_t i) { return LoadBf16Pairs(x + i); });
+        return;
       }
+#endif
+#if GLMNORM_HAVE_SQUARE_PAIRS
+      BlockOfSquarePairs(d, base, [x](size_t i) { return LoadBf16Pairs(x + i); });
 #endif
     } else {
       Block(d, base, Squares([x](auto dd, size_t i) { return LoadF32(dd, x + i); }));
@@ -208,21 +213,37 @@ struct CanonicalSumSteps {
   template <class Term, class TermPartial>
   HWY_INLINE float Finish(D d, size_t base, size_t width, const Term& term,
                           const TermPartial& term_partial) {
-#if GLMNORM_HAVE_BF16_PAIRS
-    if constexpr (kPairs) {  // back to the canonical register order
-      const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-      const __m512i hi =
-          _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-      for (size_t k = 0; k < K; k += 2) {
-        const __m512 even = total[k].raw, odd = total[k + 1].raw;
-        total[k] = V{_mm512_permutex2var_ps(even, lo, odd)};
-        total[k + 1] = V{_mm512_permutex2var_ps(even, hi, odd)};
+    return FinishWith(d, base, width, NoPairs{}, term, term_partial);
+  }
+
+  // Finish where the pair layout's loads (pairs(i) as in BlockOfSquarePairs)
+  // also serve the whole 64-value chunks after the last block (rows of 128,
+  // heads, have no whole block). Same operations on each lane as Finish.
+  template <class Pairs, class Term, class TermPartial>
+  HWY_INLINE float FinishWith(D d, size_t base, size_t width, const Pairs& pairs, const Term& term,
+                              const TermPartial& term_partial) {
+    constexpr bool kTailPairs = kPairs && !std::is_same_v<Pairs, NoPairs>;
+    const bool has_tail = base < width;
+    V block[K];
+    for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
+#if GLMNORM_HAVE_SQUARE_PAIRS
+    if constexpr (kTailPairs) {
+      for (; base + kVirtualLanes <= width; base += kVirtualLanes) {
+        for (size_t half = 0; half < K / 2; ++half) {
+          const Bf16Pairs v = pairs(base + half * 2 * N);
+          const V even{v.even}, odd{v.odd};
+          block[2 * half] = hn::Add(block[2 * half], hn::Mul(even, even));
+          block[2 * half + 1] = hn::Add(block[2 * half + 1], hn::Mul(odd, odd));
+        }
       }
     }
 #endif
-    if (base < width) {
-      V block[K];
-      for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
+    if constexpr (kPairs) {
+      ToCanonicalOrder(total);
+      if constexpr (kTailPairs) ToCanonicalOrder(block);
+    }
+    (void)pairs;
+    if (has_tail) {
       for (; base + kVirtualLanes <= width; base += kVirtualLanes) {
         for (size_t k = 0; k < K; ++k) block[k] = hn::Add(block[k], term(d, base + k * N));
       }
@@ -237,6 +258,33 @@ struct CanonicalSumSteps {
       for (size_t k = 0; k < half; ++k) total[k] = hn::Add(total[k], total[k + half]);
     }
     return TreeSumOfLanes(d, total[0]);
+  }
+
+ private:
+  struct NoPairs {};
+
+  // Vectors in the pair layout (BlockOfSquarePairs) back in the canonical
+  // register order: an exact permutation.
+  static HWY_INLINE void ToCanonicalOrder(V* v) {
+#if GLMNORM_HAVE_BF16_PAIRS
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    for (size_t k = 0; k < K; k += 2) {
+      const __m512 even = v[k].raw, odd = v[k + 1].raw;
+      v[k] = V{_mm512_permutex2var_ps(even, lo, odd)};
+      v[k + 1] = V{_mm512_permutex2var_ps(even, hi, odd)};
+    }
+#elif GLMNORM_HAVE_SQUARE_PAIRS
+    for (size_t k = 0; k < K; k += 2) {  // AVX2
+      // Lanes 0 1 2 3 | 8 9 10 11 and 4 5 6 7 | 12 13 14 15 of the pair.
+      const __m256 lo = _mm256_unpacklo_ps(v[k].raw, v[k + 1].raw);
+      const __m256 hi = _mm256_unpackhi_ps(v[k].raw, v[k + 1].raw);
+      v[k] = V{_mm256_permute2f128_ps(lo, hi, 0x20)};
+      v[k + 1] = V{_mm256_permute2f128_ps(lo, hi, 0x31)};
+    }
+#else
+    (void)v;
+#endif
   }
 };
 
@@ -393,7 +441,16 @@ HWY_INLINE InvRms FinishRowInvRms(D d, CanonicalSumSteps<D, kPairs>& sum, size_t
   const auto load_partial = [x](auto dd, size_t i, size_t n) {
     return LoadF32Partial(dd, x + i, n);
   };
-  float sum_sq = sum.Finish(d, base, width, Squares(load), Squares(load_partial));
+  float sum_sq;
+  if constexpr (kPairs) {
+#if GLMNORM_HAVE_SQUARE_PAIRS
+    sum_sq = sum.FinishWith(
+        d, base, width, [x](size_t i) { return LoadBf16Pairs(x + i); }, Squares(load),
+        Squares(load_partial));
+#endif
+  } else {
+    sum_sq = sum.Finish(d, base, width, Squares(load), Squares(load_partial));
+  }
   float min_abs = 0.0f;
 #if GLMNORM_HAVE_BF16_PAIRS
   if constexpr (kPairs) {

@@ -28,9 +28,10 @@ namespace HWY_NAMESPACE {
 // head and partial last vector plain ones; a span boundary inside the row
 // moves forward by the head, so that every span but the first starts
 // aligned (the spans of one row still cover it, once each). kMayBeNaN as in
-// ForEachNormVectorSpan. `pairs`: the fast path of PairsApply's rows, 32
-// values at a time (then the head aligns y to 64 bytes); `native`: the row
-// takes NormalizeNativePairs there (NativeRowOk).
+// ForEachNormVectorSpan. `pairs`: the fast path of RmsNormPairs' rows, 32
+// values at a time (then the head aligns y to 64 bytes), or 16 on AVX2
+// (NormalizeAvx2Pairs, 32 bytes); `native`: the row takes
+// NormalizeNativePairs there (NativeRowOk).
 template <typename T, typename W, typename O, bool kCastThenScale, bool kMayBeNaN, class D,
           class Load, class LoadPartial>
 HWY_INLINE void NormalizeSpan(D d, size_t width, size_t begin, size_t end, InvRms inv,
@@ -43,7 +44,9 @@ HWY_INLINE void NormalizeSpan(D d, size_t width, size_t begin, size_t end, InvRm
     if constexpr (!kMayBeNaN) {
       if (pairs) {
         constexpr bool kStream = decltype(streamed)::value;
-        if (native) {
+        if constexpr (Avx2PairTypes<T, W, O, kCastThenScale, D>()) {
+          from = NormalizeAvx2Pairs<kStream>(d, from, to, inv.r, x, gamma, weight_offset, y, ahead);
+        } else if (native) {
           from =
               NormalizeNativePairs<kStream>(d, from, to, inv.r, x, gamma, weight_offset, y, ahead);
         } else {
@@ -75,12 +78,14 @@ HWY_INLINE void NormalizeSpan(D d, size_t width, size_t begin, size_t end, InvRm
 // Whether rows of this width take the pair loops: PairsApply's rows, and
 // with AVX512-BF16 also heads reduced in batches (RowBatches), whose rows
 // then mostly take NormalizeNativePairs (the guarded pair loop alone lost
-// 15-30% on heads of 128, docs/PERFORMANCE.md).
+// 15-30% on heads of 128, docs/PERFORMANCE.md); on AVX2 every bf16 row
+// (NormalizeAvx2Pairs).
 template <typename T, typename W, typename O, bool kCastThenScale, class D>
 HWY_INLINE bool RmsNormPairs(D d, size_t width, int64_t rows) {
   // PairsApply at a width it always serves: the types and the CPU.
   constexpr size_t kWide = 1024;
-  return PairsApply<T, W, O, kCastThenScale>(d, width) ||
+  return Avx2PairTypes<T, W, O, kCastThenScale, D>() ||
+         PairsApply<T, W, O, kCastThenScale>(d, width) ||
          (PairsApply<T, W, O, kCastThenScale>(d, kWide) && RowBatches(width, rows));
 }
 
