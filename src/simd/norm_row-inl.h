@@ -310,19 +310,28 @@ HWY_INLINE size_t NormalizeAvx2Pairs(D d, size_t begin, size_t end, float r, con
     using V = hn::Vec<D>;
     const V vr = hn::Set(d, r);
     const V voff = hn::Set(d, weight_offset);
-    const bool has_offset = weight_offset != 0.0f;
-    const auto value = [&](__m256 xv, __m256 gv) GLMNORM_INLINE_LAMBDA {
-      V g{gv};
-      if (has_offset) g = hn::Add(g, voff);  // only when non-zero: -0 keeps its sign
-      const V h = RoundTo<BF16, false>(d, hn::Mul(V{xv}, vr));
-      return hn::Mul(g, h).raw;
+    // The offset as a type: GCC kept its test inside the loop, a compare
+    // and branch per 8 values.
+    const auto loop = [&](auto has_offset) GLMNORM_INLINE_LAMBDA {
+      const auto value = [&](__m256 xv, __m256 gv) GLMNORM_INLINE_LAMBDA {
+        V g{gv};
+        // Added only when non-zero: -0 keeps its sign.
+        if constexpr (decltype(has_offset)::value) g = hn::Add(g, voff);
+        const V h = RoundTo<BF16, false>(d, hn::Mul(V{xv}, vr));
+        return hn::Mul(g, h).raw;
+      };
+      for (; i + 16 <= end; i += 16) {
+        // One prefetch per 64-byte line of the row ahead.
+        if (i % 32 == begin % 32) hwy::Prefetch(ahead + i);
+        const Bf16Pairs xv = LoadBf16Pairs(x + i);
+        const Bf16Pairs gv = LoadBf16Pairs(gamma + i);
+        StoreBf16PairsNoNaN<kStream>({value(xv.even, gv.even), value(xv.odd, gv.odd)}, y + i);
+      }
     };
-    for (; i + 16 <= end; i += 16) {
-      // One prefetch per 64-byte line of the row ahead.
-      if (i % 32 == begin % 32) hwy::Prefetch(ahead + i);
-      const Bf16Pairs xv = LoadBf16Pairs(x + i);
-      const Bf16Pairs gv = LoadBf16Pairs(gamma + i);
-      StoreBf16PairsNoNaN<kStream>({value(xv.even, gv.even), value(xv.odd, gv.odd)}, y + i);
+    if (weight_offset != 0.0f) {
+      loop(std::true_type{});
+    } else {
+      loop(std::false_type{});
     }
   }
 #endif

@@ -118,8 +118,21 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
       const bool gamma_finite = head < job.num_q_heads ? q_gamma_finite : k_gamma_finite;
       WithRowPath(FastPathOk(gamma_finite, inv), [&](auto may_be_nan) {
         constexpr bool kMayBeNaN = decltype(may_be_nan)::value;
+        size_t from = 0;
+        // AVX2: bf16 heads 16 values per step (NormalizeAvx2Pairs), with
+        // the gamma as given (bf16), whatever W it was widened to.
+        if constexpr (!kMayBeNaN && Avx2PairTypes<T, BF16, O, kCastThenScale, decltype(d)>()) {
+          if (job.p.w_type == DType::kBF16) {
+            const auto* gamma16 =
+                static_cast<const BF16*>(head < job.num_q_heads ? job.q_gamma : job.k_gamma);
+            const T* ahead =
+                reinterpret_cast<const T*>(reinterpret_cast<const char*>(x) + prefetch_bytes);
+            from = NormalizeAvx2Pairs<false>(d, 0, width, inv.r, x, gamma16, job.p.weight_offset,
+                                             y, ahead);
+          }
+        }
         ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
-            d, 0, width, inv, gamma, job.p.weight_offset, load, load_partial,
+            d, from, width, inv, gamma, job.p.weight_offset, load, load_partial,
             StoreSink<O, kMayBeNaN>{y});
       });
       // A head holding NaN is its NaN throughout (docs/SPEC.md §10): not
