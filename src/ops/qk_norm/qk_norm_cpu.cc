@@ -84,6 +84,10 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
       sin = job.rope.Sin(row);
     }
     const auto head_of = [&](int64_t head) { return in_row + head * static_cast<int64_t>(width); };
+    // What the normalising loops prefetch for the head at x: prefetch_bytes on.
+    const auto ahead_of = [prefetch_bytes](const T* x) {
+      return reinterpret_cast<const T*>(reinterpret_cast<const char*>(x) + prefetch_bytes);
+    };
     // RoPE over a head as QkNorm alone stores it (docs/DECODER.md), read
     // back from y while it is in L1: the same values, so the same bits.
     const auto rotate_stored = [&](O* y) GLMNORM_INLINE_LAMBDA {
@@ -125,10 +129,8 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
           if (job.p.w_type == DType::kBF16) {
             const auto* gamma16 =
                 static_cast<const BF16*>(head < job.num_q_heads ? job.q_gamma : job.k_gamma);
-            const T* ahead =
-                reinterpret_cast<const T*>(reinterpret_cast<const char*>(x) + prefetch_bytes);
             from = NormalizeAvx2Pairs<false>(d, 0, width, inv.r, x, gamma16, job.p.weight_offset,
-                                             y, ahead);
+                                             y, ahead_of(x));
           }
         }
         ForEachNormVectorSpan<T, W, kCastThenScale, kMayBeNaN>(
@@ -149,9 +151,7 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
           const auto row_of = [&](size_t j) {
             const int64_t head = first + static_cast<int64_t>(j);
             const T* x = head_of(head);
-            return NativeRow{
-                x, out_row + head * static_cast<int64_t>(width),
-                reinterpret_cast<const T*>(reinterpret_cast<const char*>(x) + prefetch_bytes)};
+            return NativeRow{x, out_row + head * static_cast<int64_t>(width), ahead_of(x)};
           };
           if (!NormalizeNativeRowsIfOk<kRowBatch>(
                   width, n, inv, q_group ? q_gamma_finite : k_gamma_finite,
