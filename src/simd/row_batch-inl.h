@@ -1,20 +1,23 @@
 // The row loop of the norms' reductions (ForEachRowInvRms, at the end), and
 // 1/rms of up to 16 narrow rows at once (GLM-4.5's heads of 128) on the
-// AVX3 target; compiled once per SIMD target like reduction-inl.h (the other
-// targets reduce row by row: GLMNORM_HAVE_ROW_BATCH 0).
+// AVX3 and AVX2 targets; compiled once per SIMD target like reduction-inl.h
+// (the other targets reduce row by row: GLMNORM_HAVE_ROW_BATCH 0).
 //
 // Why: a head of 128 bf16 values is 8 vectors of work, and the tail of its
 // reduction (a 16-lane tree, a divide, a square root, a divide, the checks)
 // cost about as much again, mostly as latency the row loop waits on. Here the
-// last four levels of 16 trees share one shuffle network (30 shuffles and 15
-// adds for 16 rows) and one vector of divides and square roots gives 16
-// values of r.
+// last levels of the trees share one shuffle network (AVX3: 30 shuffles and
+// 15 adds for 16 rows; AVX2: 18 shuffles and 7 adds for 8) and one vector of
+// divides and square roots gives a value of r per row.
 //
 // Same bits as RowInverseRms row by row: for a width of c * 64 (c <= 8, one
 // canonical block) the canonical sum of docs/ACCURACY.md is, per vector k of
 // the 64 virtual lanes, S_k = x[k]^2 + x[64 + k]^2 + ... in that order, then
-// (S_0 + S_2) + (S_1 + S_3), then lanes l + (l + 8), l + (l + 4), l + (l + 2),
-// l + (l + 1): the network below adds exactly those pairs. Rows whose sum is
+// the tree's levels: with 16 lanes (S_0 + S_2) + (S_1 + S_3), then lanes
+// l + (l + 8), l + (l + 4), l + (l + 2), l + (l + 1); with 8 lanes
+// ((S_0 + S_4) + (S_2 + S_6)) + ((S_1 + S_5) + (S_3 + S_7)), then
+// l + (l + 4), l + (l + 2), l + (l + 1): the networks below add exactly
+// those pairs, the lower lane first. Rows whose sum is
 // not a normal float32 at least 2^-96 (NaN, inf, zero, tiny: the rescaling
 // and NaN rules) take InvRmsFromSum with the same sum, as a row alone does.
 
@@ -43,40 +46,57 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr size_t kRowBatch = 16;
 
 #undef GLMNORM_HAVE_ROW_BATCH  // defined once per target
-#if HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
 #define GLMNORM_HAVE_ROW_BATCH 1
 
-// Whether `rows` rows of this width are reduced in batches: a whole number
-// of 64-lane chunks, one canonical block at most, and enough rows that a
-// batch is not mostly repeats (a short batch costs a full one).
+// Whether `rows` rows of T of this width are reduced in batches: a whole
+// number of 64-lane chunks, one canonical block at most, and enough rows that
+// a batch is not mostly repeats (a short batch costs a full one). On AVX2,
+// not bf16: its rows keep the pair layout (SquarePairsFor), which splits 16
+// values per load without the widening shifts a batch would need.
+template <typename T>
 HWY_INLINE bool RowBatches(size_t width, int64_t rows) {
+#if HWY_TARGET == HWY_AVX2
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) return false;
+#endif
   return width > 0 && width % kVirtualLanes == 0 && width <= kVirtualLanes * kBlockChunks &&
          rows >= 8;
 }
 
-// u[j] = (S_0 + S_2) + (S_1 + S_3) of rows[j] (the header's S_k), j < 16;
-// row slots past n repeat the last row.
+// The float32 register of this target (__m512 or __m256).
+using RowSums = decltype(hn::Zero(hn::ScalableTag<float>()).raw);
+
+// For j < Lanes (16 on AVX3, 8 on AVX2): u[j] = the levels of rows[j]'s
+// canonical tree down to one vector, S_k + S_(k + K/2) halving K (the
+// header's S_k; AVX3: (S_0 + S_2) + (S_1 + S_3)). Row slots past n repeat
+// the last row.
 template <typename T>
-HWY_INLINE void SquareSumsOfRows(size_t width, const T* const* rows, size_t n, __m512* u) {
+HWY_INLINE void SquareSumsOfRows(size_t width, const T* const* rows, size_t n, RowSums* u) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
-  for (size_t j = 0; j < kRowBatch; ++j) {
+  constexpr size_t N = hn::MaxLanes(d);
+  constexpr size_t K = kVirtualLanes / N;
+  for (size_t j = 0; j < N; ++j) {
     const T* x = rows[j < n ? j : n - 1];
-    V s[4];
-    for (size_t k = 0; k < 4; ++k) {
-      const V v = LoadF32(d, x + k * 16);
+    V s[K];
+    for (size_t k = 0; k < K; ++k) {
+      const V v = LoadF32(d, x + k * N);
       s[k] = hn::Mul(v, v);  // = 0 + v*v: squares are never -0
     }
     for (size_t c = kVirtualLanes; c < width; c += kVirtualLanes) {
-      for (size_t k = 0; k < 4; ++k) {
-        const V v = LoadF32(d, x + c + k * 16);
+      for (size_t k = 0; k < K; ++k) {
+        const V v = LoadF32(d, x + c + k * N);
         s[k] = hn::Add(s[k], hn::Mul(v, v));
       }
     }
-    u[j] = hn::Add(hn::Add(s[0], s[2]), hn::Add(s[1], s[3])).raw;
+    for (size_t half = K / 2; half > 0; half /= 2) {
+      for (size_t k = 0; k < half; ++k) s[k] = hn::Add(s[k], s[k + half]);
+    }
+    u[j] = s[0].raw;
   }
 }
 
+#if HWY_TARGET == HWY_AVX3
 #if GLMNORM_HAVE_BF16_PAIRS
 // SquareSumsOfRows for bf16 rows by VDPBF16PS, 32 values per load, as
 // CanonicalSumSteps::NativeBlockOfSquares does (the same bits where no square
@@ -115,27 +135,9 @@ HWY_INLINE float NativeSquareSumsOfRows(size_t width, const hwy::bfloat16_t* con
 }
 #endif
 
-// inv[j] = RowInverseRms of rows[j] (width values of T each), j < n <= 16.
-// Row slots past n repeat the last row (computed, not used), so a short
-// batch costs a full one: callers batch only when there are several rows.
-// bf16 rows on CPUs with AVX512-BF16 are summed by VDPBF16PS, and their
-// inv[j].min_abs is the batch's smallest nonzero |x| (a bound for each row's).
-template <typename T>
-HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size_t n, InvRms* inv) {
-  const hn::ScalableTag<float> d;
-  static_assert(hn::MaxLanes(d) == 16, "the network below is for 16 lanes");
-  using V = hn::Vec<decltype(d)>;
-  __m512 u[kRowBatch];
-  float min_abs = 0.0f;
-#if GLMNORM_HAVE_BF16_PAIRS
-  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-    if (g_native_bf16) min_abs = NativeSquareSumsOfRows(width, rows, n, u);
-  }
-#endif
-  if (!(min_abs >= kNativeMinAbs)) {
-    min_abs = 0.0f;
-    SquareSumsOfRows(width, rows, n, u);
-  }
+// The last four levels of 16 rows' trees (lanes l + (l + 8), + 4, + 2, + 1):
+// lane 4b + m of the result is the sum of row LaneOfRow^-1 = 4m + b.
+HWY_INLINE __m512 TreeSumsOfRows(const __m512* u) {
   // Lanes l + (l + 8): rows 2p and 2p+1 side by side (8 lanes each).
   __m512 a[8];
   for (size_t p = 0; p < 8; ++p) {
@@ -155,36 +157,92 @@ HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size
                           _mm512_shuffle_ps(b4[2 * t], b4[2 * t + 1], 0xEE));
   }
   // l + (l + 1): lane 4b + m is row 4m + b.
-  const V sum{
-      _mm512_add_ps(_mm512_shuffle_ps(c2[0], c2[1], 0x88), _mm512_shuffle_ps(c2[0], c2[1], 0xDD))};
-  // InverseRms in every lane, as float32 like the scalar formula.
-  const V mean = hn::Div(sum, hn::Set(d, static_cast<float>(width)));
-  const V r = hn::Div(hn::Set(d, 1.0f), hn::Sqrt(hn::Add(mean, hn::Set(d, eps))));
-  // Sums at least 2^-96 and finite need no rescaling and hold no NaN.
-  const auto plain = hn::And(hn::Ge(sum, hn::Set(d, 0x1p-96f)),
-                             hn::Lt(sum, hn::Set(d, std::numeric_limits<float>::infinity())));
-  HWY_ALIGN float sums[kRowBatch];
-  HWY_ALIGN float rs[kRowBatch];
-  hn::Store(sum, d, sums);
-  hn::Store(r, d, rs);
-  uint64_t plain_bits = 0;
-  hn::StoreMaskBits(d, plain, reinterpret_cast<uint8_t*>(&plain_bits));
-  for (size_t j = 0; j < n; ++j) {
-    const size_t lane = 4 * (j % 4) + j / 4;
-    if (HWY_LIKELY((plain_bits >> lane) & 1)) {
-      inv[j] = {rs[lane], 1.0f, true, min_abs};
-    } else {
-      const T* x = rows[j];
-      inv[j] = InvRmsFromSum(
-          d, width, eps, sums[lane], [x](auto dd, size_t i) { return LoadF32(dd, x + i); },
-          [x](auto dd, size_t i, size_t m) { return LoadF32Partial(dd, x + i, m); });
+  return _mm512_add_ps(_mm512_shuffle_ps(c2[0], c2[1], 0x88),
+                       _mm512_shuffle_ps(c2[0], c2[1], 0xDD));
+}
+HWY_INLINE size_t LaneOfRow(size_t j) { return 4 * (j % 4) + j / 4; }
+#else   // AVX2
+// The last three levels of 8 rows' trees (lanes l + (l + 4), + 2, + 1):
+// lane 4h + m of the result is the sum of row 2m + h.
+HWY_INLINE __m256 TreeSumsOfRows(const __m256* u) {
+  // l + (l + 4): row 2p in the low 128 bits of a[p], row 2p + 1 in the high
+  // (128-bit inserts: vperm2f128 is 8 uops on Zen 1).
+  __m256 a[4];
+  for (size_t p = 0; p < 4; ++p) {
+    const __m256 lows = _mm256_insertf128_ps(u[2 * p], _mm256_castps256_ps128(u[2 * p + 1]), 1);
+    const __m256 highs = _mm256_insertf128_ps(u[2 * p + 1], _mm256_extractf128_ps(u[2 * p], 1), 0);
+    a[p] = _mm256_add_ps(lows, highs);
+  }
+  // l + (l + 2): half h of b[q] is rows 4q + h and 4q + 2 + h (2 lanes each).
+  __m256 b[2];
+  for (size_t q = 0; q < 2; ++q) {
+    b[q] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * q], a[2 * q + 1], 0x44),
+                         _mm256_shuffle_ps(a[2 * q], a[2 * q + 1], 0xEE));
+  }
+  // l + (l + 1): lane 4h + m is row 2m + h.
+  return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xDD));
+}
+HWY_INLINE size_t LaneOfRow(size_t j) { return 4 * (j % 2) + j / 2; }
+#endif  // HWY_TARGET == HWY_AVX3
+
+// inv[j] = RowInverseRms of rows[j] (width values of T each), j < n <= 16,
+// one shuffle network per Lanes rows (16 on AVX3, 8 on AVX2). Row slots past
+// n repeat the last row (computed, not used), so a short batch costs a full
+// one: callers batch only when there are several rows. bf16 rows on CPUs
+// with AVX512-BF16 are summed by VDPBF16PS, and their inv[j].min_abs is the
+// batch's smallest nonzero |x| (a bound for each row's).
+template <typename T>
+HWY_INLINE void InvRmsOfRows(size_t width, float eps, const T* const* rows, size_t n, InvRms* inv) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  constexpr size_t kGroup = hn::MaxLanes(d);
+  static_assert(kRowBatch % kGroup == 0, "a batch is whole groups");
+  for (size_t g = 0; g < n; g += kGroup) {
+    const size_t m = std::min(kGroup, n - g);
+    RowSums u[kGroup];
+    float min_abs = 0.0f;
+#if GLMNORM_HAVE_BF16_PAIRS
+    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+      if (g_native_bf16) min_abs = NativeSquareSumsOfRows(width, rows + g, m, u);
+    }
+#endif
+    if (!(min_abs >= kNativeMinAbs)) {
+      min_abs = 0.0f;
+      SquareSumsOfRows(width, rows + g, m, u);
+    }
+    const V sum{TreeSumsOfRows(u)};
+    // InverseRms in every lane, as float32 like the scalar formula.
+    const V mean = hn::Div(sum, hn::Set(d, static_cast<float>(width)));
+    const V r = hn::Div(hn::Set(d, 1.0f), hn::Sqrt(hn::Add(mean, hn::Set(d, eps))));
+    // Sums at least 2^-96 and finite need no rescaling and hold no NaN.
+    const auto plain = hn::And(hn::Ge(sum, hn::Set(d, 0x1p-96f)),
+                               hn::Lt(sum, hn::Set(d, std::numeric_limits<float>::infinity())));
+    HWY_ALIGN float sums[kGroup];
+    HWY_ALIGN float rs[kGroup];
+    hn::Store(sum, d, sums);
+    hn::Store(r, d, rs);
+    uint64_t plain_bits = 0;
+    hn::StoreMaskBits(d, plain, reinterpret_cast<uint8_t*>(&plain_bits));
+    for (size_t j = 0; j < m; ++j) {
+      const size_t lane = LaneOfRow(j);
+      if (HWY_LIKELY((plain_bits >> lane) & 1)) {
+        inv[g + j] = {rs[lane], 1.0f, true, min_abs};
+      } else {
+        const T* x = rows[g + j];
+        inv[g + j] = InvRmsFromSum(
+            d, width, eps, sums[lane], [x](auto dd, size_t i) { return LoadF32(dd, x + i); },
+            [x](auto dd, size_t i, size_t k) { return LoadF32Partial(dd, x + i, k); });
+      }
     }
   }
 }
 
 #else
 #define GLMNORM_HAVE_ROW_BATCH 0
-HWY_INLINE bool RowBatches(size_t, int64_t) { return false; }
+template <typename T>
+HWY_INLINE bool RowBatches(size_t, int64_t) {
+  return false;
+}
 #endif
 
 #if GLMNORM_HAVE_ROW_BATCH
@@ -214,7 +272,7 @@ template <typename T, class D, class Row, class Finish>
 HWY_INLINE void ForEachRowInvRms(D d, size_t width, float eps, int64_t begin, int64_t end,
                                  const Row& row, const Finish& finish) {
 #if GLMNORM_HAVE_ROW_BATCH
-  if (RowBatches(width, end - begin)) {
+  if (RowBatches<T>(width, end - begin)) {
     ForEachRowBatchInvRms<T>(width, eps, begin, end, row,
                              [&](int64_t base, size_t n, const InvRms* inv) {
                                for (size_t j = 0; j < n; ++j) {

@@ -39,7 +39,7 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
   // the whole next batch when heads are reduced 16 at once (a batch reads
   // its heads in one burst; f32 heads of 128 are 8 KiB).
   size_t prefetch_bytes = cpu::kPrefetchBytes;
-  if (RowBatches(width, heads)) {
+  if (RowBatches<T>(width, heads)) {
     prefetch_bytes = std::max(prefetch_bytes, kRowBatch * width * sizeof(T));
   }
   // bf16 heads (bf16 gammas, cast-then-scale) whose batch NativeRowOk
@@ -56,7 +56,7 @@ void QkNormRowsWithGammas(const QkNormJob& job, const W* HWY_RESTRICT q_gamma,
   float q_min_abs = 0.0f, k_min_abs = 0.0f;
   if constexpr (kNativeTypes) {
     native_heads = native_bf16 && job.p.w_type == DType::kBF16 &&
-                   RowBatches(width, heads) && width <= kNativeRowsMaxWidth;
+                   RowBatches<T>(width, heads) && width <= kNativeRowsMaxWidth;
     if (native_heads) {
       // The gammas as given (bf16), whatever W the caller widened them to.
       const auto* q = static_cast<const BF16*>(job.q_gamma);

@@ -86,7 +86,7 @@ HWY_INLINE bool RmsNormPairs(D d, size_t width, int64_t rows) {
   constexpr size_t kWide = 1024;
   return Avx2PairTypes<T, W, O, kCastThenScale, D>() ||
          PairsApply<T, W, O, kCastThenScale>(d, width) ||
-         (PairsApply<T, W, O, kCastThenScale>(d, kWide) && RowBatches(width, rows));
+         (PairsApply<T, W, O, kCastThenScale>(d, kWide) && RowBatches<T>(width, rows));
 }
 
 // Rows [row_begin, row_end) with gamma already of type W (the job's, or
@@ -149,7 +149,7 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma, in
   // reads its 16 rows in one burst: prefetch the whole next batch during
   // this one's normalising (f32 heads of 128: 8 KiB; 4 KiB ahead left its
   // second half to wait on memory, 1.15-1.4x slower).
-  const bool batches = RowBatches(width, row_end - row_begin);
+  const bool batches = RowBatches<T>(width, row_end - row_begin);
   if (batches) prefetch_rows = std::max<int64_t>(prefetch_rows, kRowBatch);
 #if GLMNORM_HAVE_ROW_BATCH && GLMNORM_HAVE_BF16_PAIRS
   if constexpr (PairTypes<T, W, O, decltype(d)>() && kCastThenScale) {

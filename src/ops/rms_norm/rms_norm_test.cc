@@ -363,23 +363,26 @@ TEST(RmsNorm, SpecialValues) {
 }
 
 // Wide rows reduce the next row block by block between this row's spans
-// (ForEachRowInSpans, row_batch-inl.h): special rows (NaN, inf, zeros, rows
+// (ForEachRowInSpans, row_batch-inl.h), heads several rows at once
+// (InvRmsOfRows): special rows (NaN, inf, zeros, rows
 // that need rescaling) in the middle and at both ends of a call take the
 // same paths as a row alone, on every target, in place too.
 TEST(RmsNorm, SpecialRowsAmongWideRows) {
   const float kMax = std::numeric_limits<float>::max();
   const float kInf = std::numeric_limits<float>::infinity();
   const float kNan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<std::function<float(int64_t)>> special = {
-      [&](int64_t i) { return i == 700 ? kNan : 1.0f; },
-      [&](int64_t i) { return i == 1030 ? -kInf : 0.5f; },
-      [](int64_t) { return 0.0f; },
-      [&](int64_t i) { return (i % 2 ? -0.9f : 0.7f) * kMax; },
-      [](int64_t i) { return 1e-30f * float(i % 3 - 1); },
+  // Value i of a special row of `width` values.
+  const std::vector<std::function<float(int64_t, int64_t)>> special = {
+      [&](int64_t i, int64_t width) { return i == 700 % width ? kNan : 1.0f; },
+      [&](int64_t i, int64_t width) { return i == 1030 % width ? -kInf : 0.5f; },
+      [](int64_t, int64_t) { return 0.0f; },
+      [&](int64_t i, int64_t) { return (i % 2 ? -0.9f : 0.7f) * kMax; },
+      [](int64_t i, int64_t) { return 1e-30f * float(i % 3 - 1); },
   };
   test::ForEachTarget([&](const char* target) {
     for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
-      for (int64_t width : {1024, 1100, 5121}) {
+      // Heads of 128 and 512 too: 13 rows are a batch of 16 (RowBatches).
+      for (int64_t width : {128, 512, 1024, 1100, 5121}) {
         const int64_t rows = 2 * static_cast<int64_t>(special.size()) + 3;
         Buffer x(t, rows * width, 1), g(t, width), y(t, rows * width, 3), one(t, width),
             y_one(t, width);
@@ -388,7 +391,7 @@ TEST(RmsNorm, SpecialRowsAmongWideRows) {
         // Special rows first, in the middle (odd rows) and last.
         for (size_t k = 0; k < special.size(); ++k) {
           const int64_t r = k == 0 ? 0 : k + 1 == special.size() ? rows - 1 : 2 * k + 1;
-          for (int64_t i = 0; i < width; ++i) x.Set(r * width + i, special[k](i));
+          for (int64_t i = 0; i < width; ++i) x.Set(r * width + i, special[k](i, width));
         }
         NormOptions opt;
         opt.eps = 0.0f;  // the tiny row then needs the rescaling path
