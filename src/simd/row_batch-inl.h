@@ -136,7 +136,7 @@ HWY_INLINE float NativeSquareSumsOfRows(size_t width, const hwy::bfloat16_t* con
 #endif
 
 // The last four levels of 16 rows' trees (lanes l + (l + 8), + 4, + 2, + 1):
-// lane 4b + m of the result is the sum of row LaneOfRow^-1 = 4m + b.
+// lane 4b + m of the result holds the sum of row 4m + b (LaneOfRow).
 HWY_INLINE __m512 TreeSumsOfRows(const __m512* u) {
   // Lanes l + (l + 8): rows 2p and 2p+1 side by side (8 lanes each).
   __m512 a[8];
@@ -163,7 +163,7 @@ HWY_INLINE __m512 TreeSumsOfRows(const __m512* u) {
 HWY_INLINE size_t LaneOfRow(size_t j) { return 4 * (j % 4) + j / 4; }
 #else   // AVX2
 // The last three levels of 8 rows' trees (lanes l + (l + 4), + 2, + 1):
-// lane 4h + m of the result is the sum of row 2m + h.
+// lane 4h + m of the result holds the sum of row 2m + h (LaneOfRow).
 HWY_INLINE __m256 TreeSumsOfRows(const __m256* u) {
   // l + (l + 4): row 2p in the low 128 bits of a[p], row 2p + 1 in the high
   // (128-bit inserts: vperm2f128 is 8 uops on Zen 1).
