@@ -41,10 +41,21 @@ _desc = _arrays.desc
 _as_array = _arrays.as_array
 
 
+# (op, rounding, dtype codes) -> output dtype code: the library's answers, remembered (the
+# extension call and its argument list cost ~2 us of a decode call). Only valid roundings
+# get here: output_dtype raises for any other, and a raise stores nothing.
+_OUT_CODES = {}
+
+
 def _new_out(op, like, rounding, *args):
     """A new output of `op` for arrays `args`: of like's kind and shape, the dtype the C++
     library's rule gives (glmnorm::RmsNormOutputDType / AddRmsNormOutputDType)."""
-    code = _ext.output_dtype(op, [_arrays.dtype_code(a) for a in args], rounding)
+    key = (op, rounding, *map(_arrays.dtype_code, args))
+    code = _OUT_CODES.get(key) if type(rounding) is str else None
+    if code is None:
+        code = _ext.output_dtype(op, list(key[2:]), rounding)
+        if type(rounding) is str:
+            _OUT_CODES[key] = code
     return _arrays.empty_like(like, like.shape, code)
 
 

@@ -35,15 +35,19 @@ _torch = None  # the torch module once a tensor has been seen
 _Tensor = type("_NoTensorYet", (), {})  # torch.Tensor once _torch is set (isinstance: no None test)
 _TORCH_CODES = {}
 _TORCH_DTYPES = {}
+_strided = None  # torch.strided once _torch is set
+_KINDS = (np.ndarray,)  # the kinds taken as they are: numpy, and torch.Tensor once seen
 
 
 def _load_torch():
-    global _torch, _Tensor
+    global _torch, _Tensor, _strided, _KINDS
     import torch
     _TORCH_CODES.update({torch.float32: F32, torch.bfloat16: BF16, torch.float16: F16,
                          torch.int8: I8, torch.float8_e4m3fn: F8E4M3, torch.int64: I64})
     _TORCH_DTYPES.update({c: t for t, c in _TORCH_CODES.items()})
     _Tensor = torch.Tensor
+    _strided = torch.strided
+    _KINDS = (np.ndarray, torch.Tensor)
     _torch = torch
     return torch
 
@@ -58,12 +62,17 @@ def is_torch(a):
 
 
 def _torch_desc(a, name, writable, fn):
-    shape = a.shape
-    if len(shape) > _MAX_RANK:  # a descriptor holds at most 4 dims (the library checks 1..4)
-        raise ValueError(f"{fn}: {name}: rank must be 1..{_MAX_RANK}, got {len(shape)}")
-    if a.device.type != "cpu":
+    # Ordered and written for speed (a decode call pays this per tensor; docs/PYTHON.md,
+    # "Per-call cost"): attributes that build no Python object first (is_cpu, not
+    # device.type: 0.2 against 1.2 us on Zen 1), grad mode read only for a tensor that
+    # requires grad, one increment_version on a tuple.
+    code = _TORCH_CODES.get(a.dtype)
+    if code is None:
+        raise TypeError(f"{fn}: {name}: unsupported dtype {a.dtype} (glmnorm takes float32, "
+                        "bfloat16, float16; int8 / float8_e4m3fn outputs; int64 positions)")
+    if not a.is_cpu:
         raise ValueError(f"{fn}: {name}: glmnorm runs on the CPU; got a tensor on {a.device}")
-    if a.layout != _torch.strided:
+    if a.layout is not _strided:
         raise TypeError(f"{fn}: {name}: glmnorm takes dense (strided) tensors, got layout "
                         f"{a.layout}; call .to_dense() first")
     if a.is_neg():
@@ -72,14 +81,13 @@ def _torch_desc(a, name, writable, fn):
         # copies nothing, so it refuses.
         raise ValueError(f"{fn}: {name}: is a lazily negated view (Tensor.is_neg()); its "
                          f"memory is not its value: pass {name}.resolve_neg()")
-    code = _TORCH_CODES.get(a.dtype)
-    if code is None:
-        raise TypeError(f"{fn}: {name}: unsupported dtype {a.dtype} (glmnorm takes float32, "
-                        "bfloat16, float16; int8 / float8_e4m3fn outputs; int64 positions)")
     if a.requires_grad and _torch.is_grad_enabled():
         raise RuntimeError(f"{fn}: {name}: requires grad; glmnorm's functions do not record "
                            "autograd: use glmnorm.torch's ops (torch.ops.glmnorm.rms_norm and "
                            "qk_norm are differentiable), or torch.no_grad()")
+    shape = a.shape
+    if len(shape) > _MAX_RANK:  # a descriptor holds at most 4 dims (the library checks 1..4)
+        raise ValueError(f"{fn}: {name}: rank must be 1..{_MAX_RANK}, got {len(shape)}")
     if writable:
         if a.is_inference() and not _torch.is_inference_mode_enabled():
             raise RuntimeError(f"{fn}: {name}: Inplace update to inference tensor outside "
@@ -87,7 +95,7 @@ def _torch_desc(a, name, writable, fn):
                                "call it under torch.inference_mode() or clone the tensor")
         # As PyTorch's in-place ops: autograd then refuses a backward through the old
         # value, and an inference tensor is refused outside inference mode.
-        _torch.autograd.graph.increment_version(a)
+        _torch._C._increment_version((a,))
     return (a.data_ptr(), code, shape, a.stride())
 
 
@@ -113,7 +121,7 @@ def _numpy_desc(a, name, writable, fn):
 def as_array(a, name, fn):
     """numpy or torch view of `a` (zero-copy); other kinds through DLPack or
     the buffer protocol, as numpy. Errors name the function `fn` and the argument."""
-    if isinstance(a, np.ndarray) or is_torch(a):
+    if isinstance(a, _KINDS) or is_torch(a):
         return a
     if hasattr(a, "__dlpack__"):
         try:
@@ -156,7 +164,10 @@ def empty_like(a, shape, code):
     if nbytes < _ext.OUTPUT_CACHE_MIN_BYTES:
         if isinstance(a, np.ndarray):
             return np.empty(shape, dtype)
-        return _torch.empty(shape, dtype=_TORCH_DTYPES[code])
+        # Sizes as separate ints: a torch.Size or tuple argument costs torch's argument
+        # parser 1.5-4 us more per call (Zen 1).
+        return _torch.empty(*shape, dtype=_TORCH_DTYPES[code]) if len(shape) else _torch.empty(
+            (), dtype=_TORCH_DTYPES[code])
     block = _ext.output_block(nbytes)  # uint8, owns the block
     if isinstance(a, np.ndarray):
         return block.view(dtype).reshape(shape)

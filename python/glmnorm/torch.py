@@ -334,6 +334,9 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, num_q_heads, num_k_heads, nu
 
 # --- nn.Module and the Glm4Moe patch ----------------------------------------------------
 
+_RMS_NORM = torch.ops.glmnorm.rms_norm.default
+
+
 class RMSNorm(nn.Module):
     """Drop-in for Transformers' Glm4MoeRMSNorm, computed by glmnorm.
 
@@ -372,8 +375,19 @@ class RMSNorm(nn.Module):
     def forward(self, hidden_states):
         """hidden_states [..., hidden_size] of rank 1 to 4 (ValueError otherwise, as the op;
         Glm4Moe's norms see rank 3 and, for q_norm / k_norm, rank 4)."""
-        return rms_norm(hidden_states, self.weight, self.variance_epsilon, self.rounding,
-                        self.weight_offset)
+        # Written for the per-call cost at decode (docs/PYTHON.md, "Per-call cost on Zen 1"):
+        # the weight from _parameters (nn.Module.__getattr__ costs ~1.8 us), the op itself
+        # with the schema's defaults left out (torch's binding converts each scalar passed,
+        # 0.3-1 us each).
+        weight = self._parameters["weight"]
+        eps, rounding, offset = self.variance_epsilon, self.rounding, self.weight_offset
+        if rounding == "cast-then-scale" and offset == 0.0:
+            args = (hidden_states, weight) if eps == 1e-5 else (hidden_states, weight, eps)
+            try:
+                return _RMS_NORM(*args)
+            except RuntimeError:  # torch's own argument errors: explained by the wrapper
+                pass
+        return rms_norm(hidden_states, weight, eps, rounding, offset)
 
     def extra_repr(self):
         return f"{tuple(self.weight.shape)}, eps={self.variance_epsilon}, glmnorm"

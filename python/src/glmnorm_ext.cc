@@ -17,6 +17,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
@@ -34,8 +35,48 @@ namespace nb = nanobind;
 
 namespace {
 
+// A descriptor's shape or strides: at most kMaxRank ints, held inline (a
+// std::vector here cost two heap allocations per array per call).
+struct Dims {
+  int size = 0;
+  int64_t v[glmnorm::kMaxRank] = {};
+};
+
+}  // namespace
+
+namespace nanobind::detail {
+// Dims from a tuple (torch.Size included) or list of ints; anything else does
+// not convert. More than kMaxRank ints keep only their count, which View()
+// refuses (a fault of the package: _arrays.desc refuses rank > 4 by the
+// argument's name).
+template <>
+struct type_caster<Dims> {
+  NB_TYPE_CASTER(Dims, const_name("tuple[int, ...]"))
+
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    PyObject* o = src.ptr();
+    if (!PyTuple_Check(o) && !PyList_Check(o)) return false;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    value.size = static_cast<int>(std::min<Py_ssize_t>(n, glmnorm::kMaxRank + 1));
+    for (Py_ssize_t i = 0; i < std::min<Py_ssize_t>(n, glmnorm::kMaxRank); ++i) {
+      PyObject* item = PySequence_Fast_GET_ITEM(o, i);
+      if (!PyLong_Check(item)) return false;
+      const long long x = PyLong_AsLongLong(item);
+      if (x == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+      }
+      value.v[i] = x;
+    }
+    return true;
+  }
+};
+}  // namespace nanobind::detail
+
+namespace {
+
 // (address, dtype code = int(glmnorm::DType), shape, strides in elements).
-using Desc = std::tuple<uintptr_t, int, std::vector<int64_t>, std::vector<int64_t>>;
+using Desc = std::tuple<uintptr_t, int, Dims, Dims>;
 
 // The view a descriptor describes. _arrays.desc made it from the user's array
 // and has refused, by the argument's name, what a view cannot hold (rank > 4),
@@ -43,17 +84,17 @@ using Desc = std::tuple<uintptr_t, int, std::vector<int64_t>, std::vector<int64_
 template <typename Ptr>
 glmnorm::BasicTensorView<Ptr> View(const Desc& d) {
   const auto& [addr, dtype, shape, strides] = d;
-  if (shape.size() > static_cast<size_t>(glmnorm::kMaxRank) || shape.size() != strides.size() ||
-      dtype < 0 || dtype > static_cast<int>(glmnorm::DType::kI64)) {
+  if (shape.size > glmnorm::kMaxRank || shape.size != strides.size || dtype < 0 ||
+      dtype > static_cast<int>(glmnorm::DType::kI64)) {
     throw std::logic_error("glmnorm: internal error: a bad array descriptor");
   }
   glmnorm::BasicTensorView<Ptr> v;
   v.data = reinterpret_cast<Ptr>(addr);
   v.dtype = static_cast<glmnorm::DType>(dtype);
-  v.rank = static_cast<int>(shape.size());
+  v.rank = shape.size;
   for (int i = 0; i < v.rank; ++i) {
-    v.shape[i] = shape[i];
-    v.stride[i] = strides[i];
+    v.shape[i] = shape.v[i];
+    v.stride[i] = strides.v[i];
   }
   return v;
 }

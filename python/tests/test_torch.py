@@ -164,6 +164,27 @@ def test_rms_norm_module_loads_a_glm4moe_state_dict(gen):
         assert_conforms(mine(x), ref(x), x, ref.weight)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+def test_rms_norm_module_equals_the_op_with_every_argument_passed(gen, dtype):
+    """RMSNorm.forward leaves the schema's defaults out of its op call (a per-call cost): for
+    every option it must give the op's bits with all arguments passed."""
+    x = rows(gen, (3, 256), dtype)
+    w = gammas(gen, 256, dtype)
+    for eps in (1e-5, 1e-6, 0.0):
+        for rounding in ("cast-then-scale", "single"):
+            for offset in (0.0, -0.0, 1.0):
+                m = gt.RMSNorm(256, eps=eps, rounding=rounding, weight_offset=offset,
+                               dtype=dtype)
+                with torch.no_grad():
+                    m.weight.copy_(w)
+                    got = m(x)
+                want = OPS.rms_norm.default(x, w, eps, rounding, offset)
+                assert got.dtype == want.dtype
+                assert torch.equal(bits(got), bits(want)), (eps, rounding, offset)
+    with pytest.raises(TypeError, match="glmnorm.rms_norm"):
+        gt.RMSNorm(256)([1.0] * 256)  # torch's own argument error, explained by the wrapper
+
+
 # --- the tiny Glm4MoeForCausalLM -------------------------------------------------------
 
 def _tiny_model(dtype):

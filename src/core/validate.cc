@@ -21,6 +21,12 @@ void FailDType(const char* fn, const std::string& what) {
   throw DTypeError(std::string(fn) + ": " + what);
 }
 
+void FailNotContiguous(const char* fn, const std::string& field, int64_t stride) {
+  Fail(fn, field + " must be 1 (contiguous), got " + std::to_string(stride) +
+               "; glmnorm copies nothing: pass a copy with that dim contiguous "
+               "(.contiguous() in PyTorch, numpy.ascontiguousarray)");
+}
+
 std::string ShapeString(const int64_t* shape, int rank) {
   std::ostringstream s;
   s << "[";
@@ -137,9 +143,8 @@ void Activation(const char* fn, const char* name, const BasicTensorView<Ptr>& v)
   const std::string n(name);
   View(fn, name, v);
   if (v.stride[v.rank - 1] != 1 && !Empty(v)) {
-    Fail(fn, n + ".stride[" + std::to_string(v.rank - 1) +
-                 "] (last dim) must be 1 (contiguous), got " +
-                 std::to_string(v.stride[v.rank - 1]));
+    FailNotContiguous(fn, n + ".stride[" + std::to_string(v.rank - 1) + "] (last dim)",
+                      v.stride[v.rank - 1]);
   }
   if (!IsFloatActivation(v.dtype)) {
     FailDType(fn, n + ".dtype must be f32, bf16 or f16, got " + std::string(Name(v.dtype)));
@@ -160,7 +165,7 @@ void Gamma(const char* fn, const char* name, const ConstTensorView& g, int64_t w
                  std::to_string(g.shape[0]));
   }
   if (g.stride[0] != 1 && width > 0) {
-    Fail(fn, n + ".stride[0] must be 1 (contiguous), got " + std::to_string(g.stride[0]));
+    FailNotContiguous(fn, n + ".stride[0]", g.stride[0]);
   }
   if (!IsFloatActivation(g.dtype)) {
     FailDType(fn, n + ".dtype must be f32, bf16 or f16, got " + std::string(Name(g.dtype)));

@@ -14,6 +14,9 @@ namespace glmnorm::validate {
 [[noreturn]] void Fail(const char* fn, const std::string& what);
 // The same for a dtype that is not accepted (throws glmnorm::DTypeError).
 [[noreturn]] void FailDType(const char* fn, const std::string& what);
+// "<field> must be 1 (contiguous), got <stride>", and what to do about it:
+// the kernels read and write the caller's memory and copy nothing.
+[[noreturn]] void FailNotContiguous(const char* fn, const std::string& field, int64_t stride);
 
 // Any view: rank 1..4, non-negative shape and strides, element count and byte extent
 // that fit in 64 bits (at most kMaxElements elements), non-null data unless

@@ -43,7 +43,7 @@ void ValidateTable(const char* fn, const char* name, const ConstTensorView& t, i
                             validate::ShapeString(t.shape, t.rank));
   }
   if (t.stride[1] != 1 && t.shape[0] > 0) {  // an empty table has no layout
-    validate::Fail(fn, n + ".stride[1] must be 1 (contiguous), got " + Str(t.stride[1]));
+    validate::FailNotContiguous(fn, n + ".stride[1]", t.stride[1]);
   }
   if (t.shape[0] < 0) validate::Fail(fn, n + ".shape[0] must be >= 0, got " + Str(t.shape[0]));
   if (t.shape[0] > 0 && t.data == nullptr) {

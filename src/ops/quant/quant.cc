@@ -25,9 +25,8 @@ void ValidateQ(const char* fn, const char* like_name, const BasicTensorView<Ptr>
   }
   validate::SameShape(fn, like_name, like, "q", q);
   if (q.stride[q.rank - 1] != 1 && !validate::Empty(q)) {  // an empty view has no layout
-    validate::Fail(fn, "q.stride[" + std::to_string(q.rank - 1) +
-                           "] (last dim) must be 1 (contiguous), got " +
-                           std::to_string(q.stride[q.rank - 1]));
+    validate::FailNotContiguous(fn, "q.stride[" + std::to_string(q.rank - 1) + "] (last dim)",
+                                q.stride[q.rank - 1]);
   }
   validate::View(fn, "q", q);
   validate::Output(fn, "q", q);
