@@ -135,7 +135,9 @@ class CachedOutputs final : public c10::Allocator {
 at::Tensor NewOutput(at::IntArrayRef sizes, const at::TensorOptions& options) {
   static CachedOutputs* const cached = new CachedOutputs;  // never destroyed: outputs outlive exit
   if (c10::multiply_integers(sizes) * options.dtype().itemsize() < glmnorm::kOutputCacheMinBytes) {
-    return at::empty(sizes, options);
+    // empty_cpu directly: at::empty would pass through the dispatcher twice
+    // (BackendSelect, then CPU) to reach it.
+    return at::detail::empty_cpu(sizes, c10::typeMetaToScalarType(options.dtype()));
   }
   return at::detail::empty_generic(sizes, cached, c10::DispatchKeySet(c10::DispatchKey::CPU),
                                    c10::typeMetaToScalarType(options.dtype()), std::nullopt);
