@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Per-call cost of a 1 x 5120 bf16 RMSNorm through each Python / PyTorch entry point,
-against the C++ kernel alone (`glmnorm bench --quick`, same machine, same moment).
+"""Per-call cost of a 1 x 5120 RMSNorm (bf16, or f32 with --dtype f32) through each Python /
+PyTorch entry point, against the C++ kernel alone (`glmnorm bench --quick`, bf16 only; same
+machine, same moment).
 
   PYTHONPATH=build/release/python <venv>/bin/python bench/torch_op_overhead.py \\
-      [--cli build/release/tools/glmnorm]
+      [--cli build/release/tools/glmnorm] [--dtype f32]
 
 Best of 7 rounds of 5000 calls, 1 thread, inference_mode (and one no_grad row).
 """
@@ -38,6 +39,7 @@ def kernel_us(cli):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", default=None, help="the glmnorm tool, for the kernel alone")
+    ap.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
     args = ap.parse_args()
     import torch
     import glmnorm
@@ -45,8 +47,10 @@ def main():
     from glmnorm import _arrays, _glmnorm
     torch.set_num_threads(1)
     glmnorm.set_num_threads(1)
-    x = torch.randn(1, 5120).to(torch.bfloat16)
-    w = torch.randn(5120).to(torch.bfloat16)
+    dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
+    x = torch.randn(1, 5120).to(dtype)
+    w = torch.randn(5120).to(dtype)
+    module = gt.RMSNorm(5120, dtype=dtype).requires_grad_(False)
     out = torch.empty_like(x)
     fn = "bench"
     descs = (_arrays.desc(x, "x", fn), _arrays.desc(w, "weight", fn),
@@ -61,12 +65,14 @@ def main():
          lambda: torch.ops.glmnorm.rms_norm(x, w, 1e-5, "cast-then-scale", 0.0)),
         ("torch.ops.glmnorm.rms_norm.default (C++ kernel)",
          lambda: op(x, w, 1e-5, "cast-then-scale", 0.0)),
+        ("torch.ops.glmnorm.rms_norm.default(x, w): defaults left out", lambda: op(x, w)),
+        ("glmnorm.torch.RMSNorm module, m(x)", lambda: module(x)),
         ("torch.ops.aten.empty_like.default (dispatcher floor)",
          lambda: torch.ops.aten.empty_like.default(x)),
         ("torch.nn.functional.rms_norm (peer)",
          lambda: torch.nn.functional.rms_norm(x, [5120], w, 1e-5)),
     ]
-    k = kernel_us(args.cli) if args.cli else None
+    k = kernel_us(args.cli) if args.cli and args.dtype == "bf16" else None
     print(f"torch {torch.__version__}; C++ kernel alone: "
           f"{'%.2f us' % k if k else 'not measured (--cli)'}")
     def show(name, t):
