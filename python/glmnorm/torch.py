@@ -376,10 +376,13 @@ class RMSNorm(nn.Module):
         """hidden_states [..., hidden_size] of rank 1 to 4 (ValueError otherwise, as the op;
         Glm4Moe's norms see rank 3 and, for q_norm / k_norm, rank 4)."""
         # Written for the per-call cost at decode (docs/PYTHON.md, "Per-call cost on Zen 1"):
-        # the weight from _parameters (nn.Module.__getattr__ costs ~1.8 us), the op itself
-        # with the schema's defaults left out (torch's binding converts each scalar passed,
-        # 0.3-1 us each).
-        weight = self._parameters["weight"]
+        # the weight from _parameters (nn.Module.__getattr__ costs ~1.8 us) unless something
+        # moved it out (parametrizations, pruning, weight_norm, a buffer: self.weight then),
+        # the op itself with the schema's defaults left out (torch's binding converts each
+        # scalar passed, 0.3-1 us each).
+        weight = self._parameters.get("weight")
+        if weight is None:
+            weight = self.weight
         eps, rounding, offset = self.variance_epsilon, self.rounding, self.weight_offset
         if rounding == "cast-then-scale" and offset == 0.0:
             args = (hidden_states, weight) if eps == 1e-5 else (hidden_states, weight, eps)

@@ -185,6 +185,30 @@ def test_rms_norm_module_equals_the_op_with_every_argument_passed(gen, dtype):
         gt.RMSNorm(256)([1.0] * 256)  # torch's own argument error, explained by the wrapper
 
 
+def test_rms_norm_module_weight_outside_parameters(gen):
+    """Tools that move the weight out of _parameters (parametrizations, pruning, a buffer):
+    forward still finds it, as self.weight does."""
+    import torch.nn.utils.parametrize as parametrize
+    x = rows(gen, (3, 64), torch.float32)
+    w = gammas(gen, 64, torch.float32)
+    want = OPS.rms_norm.default(x, 2 * w, 1e-5, "cast-then-scale", 0.0)
+
+    class Double(torch.nn.Module):
+        def forward(self, t):
+            return 2 * t
+
+    m = gt.RMSNorm(64)
+    with torch.no_grad():
+        m.weight.copy_(w)
+    parametrize.register_parametrization(m, "weight", Double())
+    with torch.no_grad():
+        assert torch.equal(bits(m(x)), bits(want))
+    b = gt.RMSNorm(64)
+    del b.weight
+    b.register_buffer("weight", 2 * w)
+    assert torch.equal(bits(b(x)), bits(want))
+
+
 # --- the tiny Glm4MoeForCausalLM -------------------------------------------------------
 
 def _tiny_model(dtype):
