@@ -229,7 +229,11 @@ def _explain(op, error, args):
         if a.name == "dtype" and not isinstance(value, torch.dtype):  # the quant ops' ScalarType
             raise TypeError(f"{fn}: {a.name} must be a torch.dtype (torch.int8 or "
                             f"torch.float8_e4m3fn), got {value!r}") from None
-        if kind not in ("Tensor", "Optional[Tensor]", "Tensor?") or value is None:
+        if kind not in ("Tensor", "Optional[Tensor]", "Tensor?"):
+            continue
+        if value is None:
+            if kind == "Tensor":  # torch says "tensor does not have a device", naming nothing
+                raise TypeError(f"{fn}: {a.name} must be a torch.Tensor, got None") from None
             continue
         if not isinstance(value, torch.Tensor):
             what = "a torch.Tensor" if kind == "Tensor" else "a torch.Tensor or None"
@@ -388,8 +392,9 @@ class RMSNorm(nn.Module):
             args = (hidden_states, weight) if eps == 1e-5 else (hidden_states, weight, eps)
             try:
                 return _RMS_NORM(*args)
-            except RuntimeError:  # torch's own argument errors: explained by the wrapper
-                pass
+            except RuntimeError as e:  # torch's own argument errors, explained as the wrapper does
+                _explain("rms_norm", e, dict(x=hidden_states, weight=weight, eps=eps,
+                                             rounding=rounding, weight_offset=offset))
         return rms_norm(hidden_states, weight, eps, rounding, offset)
 
     def extra_repr(self):

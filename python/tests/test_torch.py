@@ -181,8 +181,12 @@ def test_rms_norm_module_equals_the_op_with_every_argument_passed(gen, dtype):
                 want = OPS.rms_norm.default(x, w, eps, rounding, offset)
                 assert got.dtype == want.dtype
                 assert torch.equal(bits(got), bits(want)), (eps, rounding, offset)
-    with pytest.raises(TypeError, match="glmnorm.rms_norm"):
-        gt.RMSNorm(256)([1.0] * 256)  # torch's own argument error, explained by the wrapper
+    with pytest.raises(TypeError, match="glmnorm.rms_norm: x must be a torch.Tensor, got list"):
+        gt.RMSNorm(256)([1.0] * 256)  # torch's own argument error, explained as the wrapper does
+    with pytest.raises(TypeError, match="glmnorm.rms_norm: x must be a torch.Tensor, got None"):
+        gt.RMSNorm(256)(None)
+    with pytest.raises(TypeError, match="rms_norm: weight must be a torch.Tensor, got None"):
+        gt.rms_norm(x, None)
 
 
 def test_rms_norm_module_weight_outside_parameters(gen):
