@@ -27,13 +27,6 @@
 #include "simd/convert-inl.h"
 #include "simd/reduction-inl.h"
 
-// Forces a lambda inline where GCC would call it: a row loop's per-span
-// lambdas, whose call would stop the out-of-order overlap of one row's
-// normalising with the next row's reduction.
-#ifndef GLMNORM_INLINE_LAMBDA
-#define GLMNORM_INLINE_LAMBDA __attribute__((always_inline))
-#endif
-
 HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {

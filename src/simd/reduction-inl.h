@@ -20,6 +20,14 @@
 #include "hwy/highway.h"
 #include "simd/convert-inl.h"
 
+// Forces a lambda inline where GCC would call it: a row loop's per-span
+// lambdas, whose call would stop the out-of-order overlap of one row's
+// normalising with the next row's reduction (norm_row-inl.h), or a block's
+// terms (BlockOfSquarePairs).
+#ifndef GLMNORM_INLINE_LAMBDA
+#define GLMNORM_INLINE_LAMBDA __attribute__((always_inline))
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {
@@ -140,16 +148,29 @@ struct CanonicalSumSteps {
   // through here.
   template <class Pairs>
   HWY_INLINE void BlockOfSquarePairs(D d, size_t base, const Pairs& pairs) {
+    BlockOfPairs(d, base, [&pairs](size_t i) GLMNORM_INLINE_LAMBDA {
+      const Bf16Pairs v = pairs(i);
+      const V even{v.even}, odd{v.odd};
+      return Bf16Pairs{hn::Mul(even, even).raw, hn::Mul(odd, odd).raw};
+    });
+  }
+
+  // The whole block at `base` whose terms come 2N at a time in the pair
+  // layout: terms(i) returns the terms of values i .. i + 2N - 1 as
+  // Bf16Pairs (even- and odd-indexed), each index once, in order (a functor
+  // may have side effects: the norm backward's dgamma terms). The lanes as
+  // in BlockOfSquarePairs.
+  template <class PairTerms>
+  HWY_INLINE void BlockOfPairs(D d, size_t base, const PairTerms& terms) {
     static_assert(kPairs, "pair blocks need CanonicalSumSteps<D, true>: Finish reorders them");
     static_assert(sizeof(Bf16Pairs::even) == N * sizeof(float), "one pair half per vector");
     V block[K];
     for (size_t k = 0; k < K; ++k) block[k] = hn::Zero(d);
     for (size_t c = 0; c < kBlockChunks; ++c) {
       for (size_t half = 0; half < K / 2; ++half) {
-        const Bf16Pairs v = pairs(base + c * kVirtualLanes + half * 2 * N);
-        const V even{v.even}, odd{v.odd};
-        block[2 * half] = hn::Add(block[2 * half], hn::Mul(even, even));
-        block[2 * half + 1] = hn::Add(block[2 * half + 1], hn::Mul(odd, odd));
+        const Bf16Pairs t = terms(base + c * kVirtualLanes + half * 2 * N);
+        block[2 * half] = hn::Add(block[2 * half], V{t.even});
+        block[2 * half + 1] = hn::Add(block[2 * half + 1], V{t.odd});
       }
     }
     for (size_t k = 0; k < K; ++k) total[k] = hn::Add(total[k], block[k]);

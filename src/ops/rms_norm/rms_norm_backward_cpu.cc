@@ -6,8 +6,6 @@
 // sums are per column in row order: every target gives the same bits.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/rms_norm/rms_norm_backward_cpu.cc"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +13,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "hwy/cache_control.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "ops/rms_norm/rms_norm_backward_job.h"
 #include "simd/convert-inl.h"
@@ -65,6 +64,53 @@ HWY_INLINE void StoreAny(D d, hn::Vec<D> v, DType t, void* p, size_t n) {
   }
 }
 
+#if GLMNORM_HAVE_BF16_PAIRS
+// bf16 rows in the pair layout (Bf16Pairs, convert-inl.h), 32 values per
+// 64-byte load, for rows that BackwardPairRowOk admits: every rounding of
+// pass A is then one VCVTNE2PS2BF16 for 32 values, with no per-vector
+// subnormal check (issue 16; docs/BACKWARD.md "Speed").
+//
+// PackBf16(odd, even) holds element 2m at word m and 2m + 1 at word 16 + m.
+// One zero-masking word permute per 16 floats puts words back as float32
+// (the word in the high half): in the pair layout (WidenPacked) or in memory
+// order (PackedInMemoryOrder).
+struct PairWordOrder {
+  uint16_t even[32], odd[32], lo[32], hi[32];
+};
+constexpr PairWordOrder MakePairWordOrder() {
+  PairWordOrder o{};
+  const auto word_of = [](int element) {
+    return element % 2 == 0 ? element / 2 : 16 + element / 2;
+  };
+  for (int m = 0; m < 16; ++m) {
+    o.even[2 * m + 1] = static_cast<uint16_t>(m);
+    o.odd[2 * m + 1] = static_cast<uint16_t>(16 + m);
+    o.lo[2 * m + 1] = static_cast<uint16_t>(word_of(m));
+    o.hi[2 * m + 1] = static_cast<uint16_t>(word_of(16 + m));
+  }
+  return o;
+}
+inline constexpr PairWordOrder kPairWordOrder = MakePairWordOrder();
+constexpr __mmask32 kHighWords = 0xAAAAAAAAu;
+
+HWY_INLINE Bf16Pairs WidenPacked(__m512i packed, __m512i to_even, __m512i to_odd) {
+  return {_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighWords, to_even, packed)),
+          _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighWords, to_odd, packed))};
+}
+
+// Whether a row's pair blocks (values [0, base)) may round natively: every
+// input of pass A's three roundings (xf = x * r, dy * bf16(xf), dy * g) is
+// zero or at least 2^-126 whatever the roundings before it (bf16(xf) >=
+// xf / 2), so VCVTNE2PS2BF16, which flushes subnormal inputs, flushes none
+// (the forward's NativeRowOk, for the backward's products). x_min, dy_min:
+// the smallest nonzero |x| and |dy| of those values (+inf when none).
+HWY_INLINE bool BackwardPairRowOk(float x_min, float dy_min, float r, float gamma_min) {
+  const double h_min = static_cast<double>(x_min) * r;
+  return h_min >= 0x1p-125 && h_min * dy_min >= 0x1p-124 &&
+         static_cast<double>(dy_min) * gamma_min >= 0x1p-125;
+}
+#endif
+
 // One block of rows. T: x's dtype, W: gamma's, Dy: dy's, Dx: dx's.
 template <typename T, typename W, typename Dy, typename Dx, bool kCastThenScale>
 void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
@@ -89,6 +135,19 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
   constexpr bool kCanStream = N * sizeof(Dx) >= 16;
   const bool stream =
       kCanStream && job.rows * job.p.width * int64_t{sizeof(Dx)} >= cpu::kStreamMinBytes;
+#if GLMNORM_HAVE_BF16_PAIRS
+  // The pair layout for bf16 rows (BackwardPairRowOk): the whole canonical
+  // blocks [0, pair_end) of each row that it admits.
+  constexpr bool kPairTypes = N == 16 && kCastThenScale && std::is_same_v<T, BF16> &&
+                              std::is_same_v<W, BF16> && std::is_same_v<Dy, BF16> &&
+                              std::is_same_v<Dx, BF16>;
+  constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
+  const size_t pair_end = kPairTypes && g_native_bf16 ? width / kBlock * kBlock : 0;
+  float gamma_min = 0.0f;
+  if constexpr (kPairTypes) {
+    if (pair_end != 0) gamma_min = MinNonzeroAbsOfGamma(gamma, width, offset);
+  }
+#endif
   for (int64_t row = row_begin; row < row_end; ++row) {
     // The row's leaf sum (kDGammaRowBlock is a multiple of kDGammaLeafRows:
     // a leaf never spans two blocks). The rows are padded to a multiple of 16
@@ -146,16 +205,71 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
       hn::Store(dh, dd, dh_row + i);
       return hn::Mul(dh, xf);
     };
-    const float s = CanonicalSum(
-        d, width,
-        [&](auto dd, size_t i) {
-          return term(dd, i, N, LoadF32(dd, x + i), LoadF32(dd, dy + i),
-                      LoadF32(dd, gamma + i));
-        },
-        [&](auto dd, size_t i, size_t n) {
-          return term(dd, i, n, LoadF32Partial(dd, x + i, n), LoadF32Partial(dd, dy + i, n),
-                      LoadF32Partial(dd, gamma + i, n));
-        });
+    const auto full_term = [&](auto dd, size_t i) {
+      return term(dd, i, N, LoadF32(dd, x + i), LoadF32(dd, dy + i), LoadF32(dd, gamma + i));
+    };
+    const auto partial_term = [&](auto dd, size_t i, size_t n) {
+      return term(dd, i, n, LoadF32Partial(dd, x + i, n), LoadF32Partial(dd, dy + i, n),
+                  LoadF32Partial(dd, gamma + i, n));
+    };
+    bool pair_row = false;  // [0, pair_end) of xf_row and dh_row in the pair layout
+    float s;
+#if GLMNORM_HAVE_BF16_PAIRS
+    if constexpr (kPairTypes) {
+      // prescale 1: then x * prescale * r is x * r, bit for bit. Streaming
+      // pair stores need dx 64-byte aligned (the rows of an aligned tensor).
+      if (pair_end != 0 && inv.prescale == 1.0f &&
+          (!stream || reinterpret_cast<uintptr_t>(dx) % 64 == 0)) {
+        __m512i x_bits = _mm512_set1_epi32(-1), dy_bits = x_bits;
+        for (size_t i = 0; i < pair_end; i += 32) {
+          x_bits = MinNonzeroBits(x_bits, _mm512_loadu_si512(x + i));
+          dy_bits = MinNonzeroBits(dy_bits, _mm512_loadu_si512(dy + i));
+        }
+        pair_row = BackwardPairRowOk(AbsOfMinBits(MinWord(x_bits)), AbsOfMinBits(MinWord(dy_bits)),
+                                     inv.r, gamma_min);
+      }
+    }
+    if constexpr (kPairTypes) {
+      if (pair_row) {
+        const __m512 vr512 = vr.raw, voff512 = voff.raw;
+        const __m512i to_even = _mm512_loadu_si512(kPairWordOrder.even);
+        const __m512i to_odd = _mm512_loadu_si512(kPairWordOrder.odd);
+        const __m512i to_lo = _mm512_loadu_si512(kPairWordOrder.lo);
+        const __m512i to_hi = _mm512_loadu_si512(kPairWordOrder.hi);
+        CanonicalSumSteps<decltype(d), true> steps(d);
+        // The same float32 operations on each element as `term`, in pairs.
+        const auto pair_term = [&](size_t i) GLMNORM_INLINE_LAMBDA {
+          const Bf16Pairs xv = LoadBf16Pairs(x + i), dyv = LoadBf16Pairs(dy + i);
+          Bf16Pairs g = LoadBf16Pairs(gamma + i);
+          if (has_offset) g = {_mm512_add_ps(g.even, voff512), _mm512_add_ps(g.odd, voff512)};
+          const __m512 xf_even = _mm512_mul_ps(xv.even, vr512);
+          const __m512 xf_odd = _mm512_mul_ps(xv.odd, vr512);
+          const Bf16Pairs txf = WidenPacked(PackBf16(xf_odd, xf_even), to_even, to_odd);
+          const __m512i gterm =
+              PackBf16(_mm512_mul_ps(dyv.odd, txf.odd), _mm512_mul_ps(dyv.even, txf.even));
+          // dgamma terms in memory order (the partials' layout).
+          const __m512 g_lo =
+              _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighWords, to_lo, gterm));
+          const __m512 g_hi =
+              _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighWords, to_hi, gterm));
+          _mm512_store_ps(partial + i, _mm512_add_ps(_mm512_load_ps(partial + i), g_lo));
+          _mm512_store_ps(partial + i + 16, _mm512_add_ps(_mm512_load_ps(partial + i + 16), g_hi));
+          const Bf16Pairs dh =
+              WidenPacked(PackBf16(_mm512_mul_ps(dyv.odd, g.odd), _mm512_mul_ps(dyv.even, g.even)),
+                          to_even, to_odd);
+          _mm512_store_ps(xf_row + i, xf_even);
+          _mm512_store_ps(xf_row + i + 16, xf_odd);
+          _mm512_store_ps(dh_row + i, dh.even);
+          _mm512_store_ps(dh_row + i + 16, dh.odd);
+          return Bf16Pairs{_mm512_mul_ps(dh.even, xf_even), _mm512_mul_ps(dh.odd, xf_odd)};
+        };
+        for (size_t base = 0; base < pair_end; base += kBlock)
+          steps.BlockOfPairs(d, base, pair_term);
+        s = steps.Finish(d, pair_end, width, full_term, partial_term);
+      }
+    }
+#endif
+    if (!pair_row) s = CanonicalSum(d, width, full_term, partial_term);
     const V vc = hn::Set(d, s / static_cast<float>(width));
     // Pass B: dx = rr * (dh - xf * c) [+ dres].
     const char* dres = job.dres == nullptr
@@ -166,30 +280,10 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
                                    : static_cast<char*>(job.dx2) +
                                          job.dx2_rows.Offset(row) * static_cast<int64_t>(dx2_size);
     const auto value = [&](size_t i) {
-      return hn::Mul(vrr,
-                     hn::Sub(hn::LoadU(d, dh_row + i), hn::Mul(hn::LoadU(d, xf_row + i), vc)));
+      return hn::Mul(vrr, hn::Sub(hn::LoadU(d, dh_row + i), hn::Mul(hn::LoadU(d, xf_row + i), vc)));
     };
-    size_t i = 0;
-    if (dres == nullptr && dx2 == nullptr) {
-      // The plain RmsNormBackward loop: no per-vector checks. Large outputs
-      // go out with streaming stores from the first vector-aligned element
-      // of dx (as the forward's, rms_norm_cpu.cc): no read of each dx line.
-      if (stream) {
-        constexpr size_t kVecBytes = N * sizeof(Dx);
-        const size_t mis = reinterpret_cast<uintptr_t>(dx) % kVecBytes;
-        const size_t head = std::min(width, mis == 0 ? size_t{0} : (kVecBytes - mis) / sizeof(Dx));
-        if (head != 0) {
-          StoreF32AsPartial(d, value(0), dx, head);
-          i = head;
-        }
-        for (; i + N <= width; i += N) StoreF32As<true, true>(d, value(i), dx + i);
-      } else {
-        for (; i + N <= width; i += N) StoreF32As(d, value(i), dx + i);
-      }
-    }
-    for (; i < width; i += N) {
-      const size_t n = std::min(N, width - i);
-      V v = value(i);
+    // dx from v (dx's values i .. i + n - 1) with dres and dx2.
+    const auto store_general = [&](size_t i, V v, size_t n) {
       if (dres != nullptr) {
         if (job.round_before_dres) v = RoundTo<Dx>(d, v);
         v = hn::Add(v, LoadAny(d, job.dx_type, dres + i * dres_size, n));
@@ -200,7 +294,58 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
         StoreF32AsPartial(d, v, dx + i, n);
       }
       if (dx2 != nullptr) StoreAny(d, v, job.dx2_type, dx2 + i * dx2_size, n);
+    };
+    size_t i = 0;
+#if GLMNORM_HAVE_BF16_PAIRS
+    if constexpr (kPairTypes) {
+      if (pair_row) {
+        // The same operations as `value`, on the pair layout of pass A.
+        const auto pair_value = [&](size_t k) {
+          return V{_mm512_mul_ps(vrr.raw,
+                                 _mm512_sub_ps(_mm512_load_ps(dh_row + k),
+                                               _mm512_mul_ps(_mm512_load_ps(xf_row + k), vc.raw)))};
+        };
+        const bool plain = dres == nullptr && dx2 == nullptr;
+        for (; i < pair_end; i += 32) {
+          const Bf16Pairs v = {pair_value(i).raw, pair_value(i + 16).raw};
+          if (plain) {
+            if (stream) {
+              StoreBf16Pairs<true>(v, dx + i);
+            } else {
+              StoreBf16Pairs<false>(v, dx + i);
+            }
+          } else {  // back in memory order (ToCanonicalOrder's permutation)
+            const __m512i lo =
+                _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+            const __m512i hi =
+                _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+            store_general(i, V{_mm512_permutex2var_ps(v.even, lo, v.odd)}, N);
+            store_general(i + 16, V{_mm512_permutex2var_ps(v.even, hi, v.odd)}, N);
+          }
+        }
+      }
     }
+#endif
+    if (dres == nullptr && dx2 == nullptr) {
+      // The plain RmsNormBackward loop: no per-vector checks. Large outputs
+      // go out with streaming stores from the first vector-aligned element
+      // of dx (as the forward's, rms_norm_cpu.cc): no read of each dx line.
+      // (After pair blocks, dx + i is 64-byte aligned.)
+      if (stream) {
+        constexpr size_t kVecBytes = N * sizeof(Dx);
+        const size_t mis = reinterpret_cast<uintptr_t>(dx + i) % kVecBytes;
+        const size_t head =
+            std::min(width - i, mis == 0 ? size_t{0} : (kVecBytes - mis) / sizeof(Dx));
+        if (head != 0) {
+          StoreF32AsPartial(d, value(i), dx + i, head);
+          i += head;
+        }
+        for (; i + N <= width; i += N) StoreF32As<true, true>(d, value(i), dx + i);
+      } else {
+        for (; i + N <= width; i += N) StoreF32As(d, value(i), dx + i);
+      }
+    }
+    for (; i < width; i += N) store_general(i, value(i), std::min(N, width - i));
   }
   if (stream) hwy::FlushStream();
 }
@@ -210,8 +355,7 @@ HWY_NOINLINE void BackwardBlocksTyped(const RmsNormBackwardJob& job, int64_t b0,
   for (int64_t b = b0; b < b1; ++b) BackwardBlock<T, W, Dy, Dx, kCast>(job, b);
 }
 
-void RmsNormBackwardBlocks(const RmsNormBackwardJob& job, int64_t block_begin,
-                           int64_t block_end) {
+void RmsNormBackwardBlocks(const RmsNormBackwardJob& job, int64_t block_begin, int64_t block_end) {
   const NormParams& p = job.p;
   WithFloatType(p.x_type, [&](auto t_tag) {
     using T = typename decltype(t_tag)::type;
@@ -272,8 +416,8 @@ void ReduceDGamma(const DGammaReduceJob& job, int64_t group_begin, int64_t group
       for (int k = depth - 2; k >= 0; --k) acc = hn::Add(hn::Load(d, sums + k * N), acc);
     }
     const size_t n = std::min(N, width - j);
-    StoreAny(d, acc, job.dgamma_type,
-             static_cast<char*>(job.dgamma) + j * SizeOf(job.dgamma_type), n);
+    StoreAny(d, acc, job.dgamma_type, static_cast<char*>(job.dgamma) + j * SizeOf(job.dgamma_type),
+             n);
   }
 }
 

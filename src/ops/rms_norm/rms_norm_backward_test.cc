@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
-#include "ops/rms_norm/rms_norm_cases.h"
 #include "ops/backward_test_util.h"
+#include "ops/rms_norm/rms_norm_cases.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
 
@@ -34,9 +34,9 @@ std::string Describe(const cases::NormDTypes& c, DType dx, int64_t width, const 
 }
 
 // Random rows (each its own scale), gamma, dy; runs the backward; checks.
-void RunCase(const cases::NormDTypes& c, DType dx_type, DType dg_type, int64_t rows,
-             int64_t width, const NormOptions& opt, const std::string& what,
-             bwdtest::Totals& totals, size_t misalign = 0) {
+void RunCase(const cases::NormDTypes& c, DType dx_type, DType dg_type, int64_t rows, int64_t width,
+             const NormOptions& opt, const std::string& what, bwdtest::Totals& totals,
+             size_t misalign = 0) {
   Buffer x(c.x, rows * width, misalign), g(c.w, width, misalign), dy(c.y, rows * width, misalign);
   Buffer dx(dx_type, rows * width, misalign), dg(dg_type, width, misalign);
   bwdtest::FillRows(x, rows, width);
@@ -61,8 +61,8 @@ TEST(RmsNormBackward, EveryComboEveryTarget) {
       opt.rounding = c.rounding;
       for (DType dx : {c.x, DType::kF32}) {
         if (dx == DType::kF32 && c.x == DType::kF32 && dx != c.x) continue;
-        for (int64_t width : {1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 257,
-                              1023, 4097, 5120}) {
+        for (int64_t width :
+             {1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 257, 1023, 4097, 5120}) {
           RunCase(c, dx, DType::kF32, 3, width, opt, Describe(c, dx, width, target), totals);
         }
         if (dx != c.x) break;
@@ -84,8 +84,8 @@ TEST(RmsNormBackward, ManyRowsOffsetAndDGammaDTypes) {
           opt.rounding = c.rounding;
           opt.weight_offset = offset;
           RunCase(c, c.x, dg, 2 * kDGammaRowBlock + 5, 129, opt,
-                  Describe(c, c.x, 129, target) + " rows=133 offset=" +
-                      std::to_string(offset) + " dgamma=" + std::string(Name(dg)),
+                  Describe(c, c.x, 129, target) + " rows=133 offset=" + std::to_string(offset) +
+                      " dgamma=" + std::string(Name(dg)),
                   totals);
         }
       }
@@ -135,9 +135,8 @@ TEST(RmsNormBackward, Strided3DViews) {
           v.stride[0] = plane * pitch, v.stride[1] = pitch, v.stride[2] = 1;
           return v;
         };
-        const auto xv = view3(static_cast<const void*>(static_cast<const char*>(x.data()) +
-                                                       2 * SizeOf(t)),
-                              5, xp);
+        const auto xv = view3(
+            static_cast<const void*>(static_cast<const char*>(x.data()) + 2 * SizeOf(t)), 5, xp);
         const auto dyv = view3(static_cast<const void*>(dy.data()), 4, dp);
         const auto dxv = view3(dx.data(), 4, dp);
         const auto gv = Contiguous<const void*>(g.data(), t, {width});
@@ -213,8 +212,7 @@ TEST(RmsNormBackward, ReferenceMatchesFiniteDifferences) {
                                << (which ? " dgamma" : " dx") << " fd=" << fd << " an=" << an;
         }
       }
-      std::printf("[fd] n=%lld eps=%g: max relative difference %.2e\n", (long long)n, eps,
-                  max_rel);
+      std::printf("[fd] n=%lld eps=%g: max relative difference %.2e\n", (long long)n, eps, max_rel);
     }
   }
 }
@@ -228,10 +226,10 @@ TEST(RmsNormBackward, ReferenceViewsAgreeWithRowMaths) {
   test::FillRandom(dy);
   NormOptions opt;
   opt.rounding = Rounding::kSingle;
-  const auto ref = reference::RmsNormBackward(
-      Contiguous<const void*>(x.data(), DType::kF32, {1, n}),
-      Contiguous<const void*>(g.data(), DType::kF32, {n}),
-      Contiguous<const void*>(dy.data(), DType::kF32, {1, n}), opt);
+  const auto ref =
+      reference::RmsNormBackward(Contiguous<const void*>(x.data(), DType::kF32, {1, n}),
+                                 Contiguous<const void*>(g.data(), DType::kF32, {n}),
+                                 Contiguous<const void*>(dy.data(), DType::kF32, {1, n}), opt);
   std::vector<double> xd(n), gd(n), dyd(n), dx(n), dg(n);
   for (int64_t i = 0; i < n; ++i) xd[i] = x.Get(i), gd[i] = g.Get(i), dyd[i] = dy.Get(i);
   reference::BackwardRowF64(xd.data(), gd.data(), dyd.data(), n, opt.eps, dx.data(), dg.data());
@@ -300,8 +298,9 @@ TEST(RmsNormBackward, BitsIndependentOfThreadsExecutorTargetAndWorkspace) {
       Buffer dx(t, rows * width), dg(DType::kF32, width);
       RmsNormBackward(xv, gv, dyv, Contiguous<void*>(dx.data(), t, {rows, width}),
                       Contiguous<void*>(dg.data(), DType::kF32, {width}), {}, {}, w, exec);
-      std::vector<uint8_t> got_dx(static_cast<const uint8_t*>(dx.data()),
-                                  static_cast<const uint8_t*>(dx.data()) + rows * width * SizeOf(t));
+      std::vector<uint8_t> got_dx(
+          static_cast<const uint8_t*>(dx.data()),
+          static_cast<const uint8_t*>(dx.data()) + rows * width * SizeOf(t));
       std::vector<uint8_t> got_dg(static_cast<const uint8_t*>(dg.data()),
                                   static_cast<const uint8_t*>(dg.data()) + width * 4);
       if (want_dx.empty()) {
@@ -325,6 +324,98 @@ TEST(RmsNormBackward, BitsIndependentOfThreadsExecutorTargetAndWorkspace) {
     test::ForEachTarget([&](const char* target) { run(target, {}, {}); });
   }
   SetNumThreads(saved);
+}
+
+// bf16 rows of 512 values or more take the pair layout of the AVX-512 target
+// where the CPU has AVX512-BF16 (rms_norm_backward_cpu.cc: rows whose
+// products BackwardPairRowOk proves free of subnormals; the others the
+// per-vector path). Every target gives the same dx, d_delta and dgamma
+// bits, in calls that mix admitted and refused rows: a tiny x (h below
+// 2^-125), a subnormal dy, tiny x and dy together, NaN and inf in x and dy,
+// zero rows; with and without the forward's rstd, an offset, widths with a
+// tail, d_residual_out (AddRmsNormBackward), misaligned tensors, and dx
+// large enough for streaming stores.
+TEST(RmsNormBackward, Bf16PairRowsSameBitsOnEveryTarget) {
+  test::Seed();
+  const DType t = DType::kBF16;
+  struct Shape {
+    int64_t rows, width;
+  };
+  for (const Shape shape : {Shape{24, 512}, Shape{24, 1100}, Shape{24, 5120}, Shape{420, 5120}}) {
+    const int64_t rows = shape.rows, width = shape.width, n = rows * width;
+    for (size_t misalign : {0, 1}) {
+      Buffer x(t, n, misalign), g(t, width, misalign), dy(t, n, misalign), dres(t, n, misalign);
+      bwdtest::FillRows(x, rows, width);
+      test::FillGamma(g);
+      bwdtest::FillRows(dy, rows, width);
+      bwdtest::FillRows(dres, rows, width);
+      const auto at = [width](int64_t row, int64_t col) { return size_t(row * width + col); };
+      // One kind of non-finite value per row: where a row's terms hold two
+      // different NaNs (a NaN dy beside an inf one), which one survives
+      // differs between SCALAR and AVX3 at width 1100 (before this path
+      // too; docs/BACKWARD.md "Special values").
+      // Each flush the native conversion would make shows in the output:
+      // columns 5 and 7 of dgamma get only the tiny rows' terms (dy is 0
+      // there elsewhere), and dx = rr * dh where x is 0.
+      for (int64_t r = 0; r < rows; ++r) dy.Set(at(r, 5), 0.0), dy.Set(at(r, 7), 0.0);
+      for (int64_t r = 0; r + 10 <= rows; r += 10) {
+        x.Set(at(r + 1, 7), 1e-38);  // h = x * r below 2^-125
+        dy.Set(at(r + 1, 7), 1.0);
+        dy.Set(at(r + 2, 100), 1e-39);  // a subnormal dy
+        x.Set(at(r + 2, 100), 0.0);
+        x.Set(at(r + 3, 5), 1e-19);  // dy * bf16(h) below 2^-124
+        dy.Set(at(r + 3, 5), 1e-19);
+        x.Set(at(r + 4, 3), std::nan(""));  // a NaN, an inf in x; in dy
+        x.Set(at(r + 5, 9), INFINITY);
+        dy.Set(at(r + 6, 11), -INFINITY);
+        dy.Set(at(r + 9, 12), std::nan(""));
+        for (int64_t i = 0; i < width; ++i) {
+          dy.Set(at(r + 7, i), 0.0);  // a zero dy row, then a zero x row
+          x.Set(at(r + 8, i), 0.0);
+        }
+      }
+      const auto xv = Contiguous<const void*>(x.data(), t, {rows, width});
+      const auto gv = Contiguous<const void*>(g.data(), t, {width});
+      const auto dyv = Contiguous<const void*>(dy.data(), t, {rows, width});
+      for (float offset : {0.0f, 1.0f}) {
+        if (offset != 0.0f && rows > 100) continue;  // the streaming shape: once is enough
+        for (bool with_rstd : {false, true}) {
+          for (bool add : {false, true}) {
+            NormOptions opt;
+            opt.weight_offset = offset;
+            const std::string what =
+                "rows=" + std::to_string(rows) + " width=" + std::to_string(width) +
+                " misalign=" + std::to_string(misalign) + " offset=" + std::to_string(offset) +
+                (with_rstd ? " rstd" : "") + (add ? " add" : "");
+            test::ExpectSameBitsOnEveryTarget(what, [&](const char*) {
+              Buffer dx(t, n, misalign), dd(t, n, misalign), dg(DType::kF32, width);
+              Buffer y(t, n), rstd(DType::kF32, rows);
+              const auto rv = Contiguous<void*>(rstd.data(), DType::kF32, {rows});
+              if (with_rstd)
+                RmsNormWithRstd(xv, gv, Contiguous<void*>(y.data(), t, {rows, width}), rv, opt);
+              const ConstTensorView rstd_view = with_rstd ? AsConst(rv) : ConstTensorView{};
+              const auto dxv = Contiguous<void*>(dx.data(), t, {rows, width});
+              const auto dgv = Contiguous<void*>(dg.data(), DType::kF32, {width});
+              if (add) {
+                AddNormOptions aopt;
+                aopt.weight_offset = offset;
+                AddRmsNormBackward(
+                    xv, gv, dyv, Contiguous<const void*>(dres.data(), t, {rows, width}), dxv,
+                    Contiguous<void*>(dd.data(), t, {rows, width}), dgv, aopt, rstd_view);
+              } else {
+                RmsNormBackward(xv, gv, dyv, dxv, dgv, opt, rstd_view);
+              }
+              std::vector<uint8_t> bytes = test::BytesOf(dx.data(), n * SizeOf(t));
+              const std::vector<uint8_t> more[] = {test::BytesOf(dg.data(), width * 4),
+                                                   test::BytesOf(dd.data(), n * SizeOf(t))};
+              for (const auto& m : more) bytes.insert(bytes.end(), m.begin(), m.end());
+              return bytes;
+            });
+          }
+        }
+      }
+    }
+  }
 }
 
 // In place: dx written over dy gives the same bits.
@@ -384,7 +475,8 @@ void ExpectError(const std::function<void(Args&)>& mutate, const std::string& fr
 TEST(RmsNormBackwardErrors, NameTheArgumentAndTheExpectation) {
   ExpectError([](Args& a) { a.dyv.dtype = DType::kF16; },
               "dy.dtype must be bf16 in cast-then-scale mode");
-  ExpectError([](Args& a) { a.dxv.dtype = DType::kF16; }, "dx.dtype must be bf16 (x's dtype) or f32");
+  ExpectError([](Args& a) { a.dxv.dtype = DType::kF16; },
+              "dx.dtype must be bf16 (x's dtype) or f32");
   ExpectError([](Args& a) { a.dxv.shape[0] = 3; }, "dx shape must equal x shape [4, 8]");
   ExpectError([](Args& a) { a.dyv.shape[1] = 7; }, "dy shape must equal x shape");
   ExpectError([](Args& a) { a.dgv.shape[0] = 7; }, "dgamma length must equal the width 8, got 7");
@@ -393,18 +485,15 @@ TEST(RmsNormBackwardErrors, NameTheArgumentAndTheExpectation) {
   ExpectError([](Args& a) { a.opt.eps = -1.0f; }, "eps must be finite and >= 0");
   ExpectError([](Args& a) { a.dxv.data = const_cast<void*>(a.xv.data); },
               "dx must not be the same memory as x");
+  ExpectError([](Args& a) { a.rv = Contiguous<const void*>(a.rstd.data(), DType::kF32, {3}); },
+              "rstd must be 1-D of length rows 4, got shape [3]");
+  ExpectError([](Args& a) { a.rv = Contiguous<const void*>(a.rstd.data(), DType::kBF16, {4}); },
+              "rstd.dtype must be f32, got bf16");
   ExpectError(
       [](Args& a) {
-        a.rv = Contiguous<const void*>(a.rstd.data(), DType::kF32, {3});
+        a.ws = Workspace{a.rstd.data(), 8};
       },
-      "rstd must be 1-D of length rows 4, got shape [3]");
-  ExpectError(
-      [](Args& a) {
-        a.rv = Contiguous<const void*>(a.rstd.data(), DType::kBF16, {4});
-      },
-      "rstd.dtype must be f32, got bf16");
-  ExpectError([](Args& a) { a.ws = Workspace{a.rstd.data(), 8}; },
-              "workspace.bytes must be at least");
+      "workspace.bytes must be at least");
   ExpectError([](Args& a) { a.dgv.data = a.dx.data(); }, "dgamma overlaps dx");
 }
 
@@ -442,8 +531,8 @@ TEST(RmsNormBackward, SpecialValues) {
       test::FillRandom(x);
       test::FillGamma(g);
       test::FillRandom(dy);
-      for (int64_t i = 0; i < width; ++i) x.Set(i, 0.0);      // row 0: zeros
-      dy.Set(1 * width + 5, std::nan(""));                    // row 1: a NaN gradient
+      for (int64_t i = 0; i < width; ++i) x.Set(i, 0.0);              // row 0: zeros
+      dy.Set(1 * width + 5, std::nan(""));                            // row 1: a NaN gradient
       x.Set(2 * width + 7, std::numeric_limits<double>::infinity());  // row 2: inf input
       const auto xv = Contiguous<const void*>(x.data(), t, {rows, width});
       const auto gv = Contiguous<const void*>(g.data(), t, {width});
@@ -458,8 +547,7 @@ TEST(RmsNormBackward, SpecialValues) {
             << target << " zero row col " << i;
         EXPECT_TRUE(std::isnan(dx.Get(width + i))) << target << " NaN-dy row col " << i;
         EXPECT_TRUE(std::isfinite(dx.Get(3 * width + i))) << target << " clean row col " << i;
-        EXPECT_EQ(std::isnan(dg.Get(i)), i == 5 || i == 7)
-            << target << " dgamma col " << i;
+        EXPECT_EQ(std::isnan(dg.Get(i)), i == 5 || i == 7) << target << " dgamma col " << i;
       }
       int64_t nan_row2 = 0;
       for (int64_t i = 0; i < width; ++i) nan_row2 += std::isnan(dx.Get(2 * width + i));
@@ -499,10 +587,12 @@ TEST(RmsNormBackwardErrors, ForwardRstdArgument) {
   expect([&] { RmsNormWithRstd(xv, gv, yv, Contiguous<void*>(y.data(), DType::kF32, {4})); },
          "RmsNormWithRstd: rstd overlaps y");
   Buffer res(DType::kBF16, 32);
-  expect([&] {
-    AddRmsNormWithRstd(Contiguous<void*>(res.data(), DType::kBF16, {4, 8}), xv, gv, yv,
-                       Contiguous<void*>(r.data(), DType::kF32, {5}));
-  }, "AddRmsNormWithRstd: rstd must be 1-D of length rows 4, got shape [5]");
+  expect(
+      [&] {
+        AddRmsNormWithRstd(Contiguous<void*>(res.data(), DType::kBF16, {4, 8}), xv, gv, yv,
+                           Contiguous<void*>(r.data(), DType::kF32, {5}));
+      },
+      "AddRmsNormWithRstd: rstd must be 1-D of length rows 4, got shape [5]");
 }
 
 }  // namespace
