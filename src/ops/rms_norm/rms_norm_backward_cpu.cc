@@ -98,6 +98,26 @@ HWY_INLINE Bf16Pairs WidenPacked(__m512i packed, __m512i to_even, __m512i to_odd
           _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighWords, to_odd, packed))};
 }
 
+// The largest of the 32 words of v (MinWord of their complements).
+HWY_INLINE uint16_t MaxWord(__m512i v) {
+  return static_cast<uint16_t>(0xFFFF - MinWord(_mm512_xor_si512(v, _mm512_set1_epi32(-1))));
+}
+// A bf16 word doubled (v + v: the sign dropped) above this is a NaN's.
+constexpr uint16_t kDoubledInf = 0xFF00;
+
+// Whether any of the n bf16 values at p is NaN.
+HWY_INLINE bool AnyNaN(const BF16* p, size_t n) {
+  __m512i top = _mm512_setzero_si512();
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i v = _mm512_loadu_si512(p + i);
+    top = _mm512_max_epu16(top, _mm512_add_epi16(v, v));
+  }
+  bool nan = MaxWord(top) > kDoubledInf;
+  for (; i < n; ++i) nan |= static_cast<uint16_t>(p[i].bits << 1) > kDoubledInf;
+  return nan;
+}
+
 // Whether a row's pair blocks (values [0, base)) may round natively: every
 // input of pass A's three roundings (xf = x * r, dy * bf16(xf), dy * g) is
 // zero or at least 2^-126 whatever the roundings before it (bf16(xf) >=
@@ -143,9 +163,18 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
                               std::is_same_v<Dx, BF16>;
   constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
   const size_t pair_end = kPairTypes && g_native_bf16 ? width / kBlock * kBlock : 0;
+  // No NaN enters the pair blocks (a NaN in gamma: no row takes them), so
+  // the only NaN there is x86's default one (inf - inf, inf * 0), the same
+  // bits whatever the operand order: two different NaNs meeting in an add
+  // keep the first operand's, and the pair blocks add in another order than
+  // the per-vector path (docs/BACKWARD.md, "Special values").
   float gamma_min = 0.0f;
+  bool gamma_nan = true;
   if constexpr (kPairTypes) {
-    if (pair_end != 0) gamma_min = MinNonzeroAbsOfGamma(gamma, width, offset);
+    if (pair_end != 0) {
+      gamma_min = MinNonzeroAbsOfGamma(gamma, width, offset);
+      gamma_nan = AnyNaN(gamma, width);
+    }
   }
 #endif
   for (int64_t row = row_begin; row < row_end; ++row) {
@@ -212,7 +241,9 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
       return term(dd, i, n, LoadF32Partial(dd, x + i, n), LoadF32Partial(dd, dy + i, n),
                   LoadF32Partial(dd, gamma + i, n));
     };
-    bool pair_row = false;  // [0, pair_end) of xf_row and dh_row in the pair layout
+    // [0, pair_end) of the row in the pair layout: dh as packed bf16 words
+    // (PackBf16's order) at dh_row, xf not kept.
+    bool pair_row = false;
     float s;
 #if GLMNORM_HAVE_BF16_PAIRS
     if constexpr (kPairTypes) {
@@ -220,12 +251,16 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
       // pair stores need dx 64-byte aligned (the rows of an aligned tensor).
       if (pair_end != 0 && inv.prescale == 1.0f &&
           (!stream || reinterpret_cast<uintptr_t>(dx) % 64 == 0)) {
-        __m512i x_bits = _mm512_set1_epi32(-1), dy_bits = x_bits;
+        __m512i x_bits = _mm512_set1_epi32(-1), dy_bits = x_bits, top = _mm512_setzero_si512();
         for (size_t i = 0; i < pair_end; i += 32) {
-          x_bits = MinNonzeroBits(x_bits, _mm512_loadu_si512(x + i));
-          dy_bits = MinNonzeroBits(dy_bits, _mm512_loadu_si512(dy + i));
+          const __m512i xv = _mm512_loadu_si512(x + i), dyv = _mm512_loadu_si512(dy + i);
+          x_bits = MinNonzeroBits(x_bits, xv);
+          dy_bits = MinNonzeroBits(dy_bits, dyv);
+          top = _mm512_max_epu16(
+              top, _mm512_max_epu16(_mm512_add_epi16(xv, xv), _mm512_add_epi16(dyv, dyv)));
         }
-        pair_row = BackwardPairRowOk(AbsOfMinBits(MinWord(x_bits)), AbsOfMinBits(MinWord(dy_bits)),
+        pair_row = !gamma_nan && MaxWord(top) <= kDoubledInf &&
+                   BackwardPairRowOk(AbsOfMinBits(MinWord(x_bits)), AbsOfMinBits(MinWord(dy_bits)),
                                      inv.r, gamma_min);
       }
     }
@@ -236,8 +271,12 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
         const __m512i to_odd = _mm512_loadu_si512(kPairWordOrder.odd);
         const __m512i to_lo = _mm512_loadu_si512(kPairWordOrder.lo);
         const __m512i to_hi = _mm512_loadu_si512(kPairWordOrder.hi);
+        uint16_t* HWY_RESTRICT dh_words = reinterpret_cast<uint16_t*>(dh_row);
         CanonicalSumSteps<decltype(d), true> steps(d);
         // The same float32 operations on each element as `term`, in pairs.
+        // Pass B gets dh as the packed bf16 words (dh is a bf16 value) and
+        // recomputes xf = x * r from x: 2 bytes of workspace per value
+        // written and read instead of 8 (xf and dh as float32).
         const auto pair_term = [&](size_t i) GLMNORM_INLINE_LAMBDA {
           const Bf16Pairs xv = LoadBf16Pairs(x + i), dyv = LoadBf16Pairs(dy + i);
           Bf16Pairs g = LoadBf16Pairs(gamma + i);
@@ -254,13 +293,10 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
               _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighWords, to_hi, gterm));
           _mm512_store_ps(partial + i, _mm512_add_ps(_mm512_load_ps(partial + i), g_lo));
           _mm512_store_ps(partial + i + 16, _mm512_add_ps(_mm512_load_ps(partial + i + 16), g_hi));
-          const Bf16Pairs dh =
-              WidenPacked(PackBf16(_mm512_mul_ps(dyv.odd, g.odd), _mm512_mul_ps(dyv.even, g.even)),
-                          to_even, to_odd);
-          _mm512_store_ps(xf_row + i, xf_even);
-          _mm512_store_ps(xf_row + i + 16, xf_odd);
-          _mm512_store_ps(dh_row + i, dh.even);
-          _mm512_store_ps(dh_row + i + 16, dh.odd);
+          const __m512i dh_packed =
+              PackBf16(_mm512_mul_ps(dyv.odd, g.odd), _mm512_mul_ps(dyv.even, g.even));
+          _mm512_store_si512(dh_words + i, dh_packed);
+          const Bf16Pairs dh = WidenPacked(dh_packed, to_even, to_odd);
           return Bf16Pairs{_mm512_mul_ps(dh.even, xf_even), _mm512_mul_ps(dh.odd, xf_odd)};
         };
         for (size_t base = 0; base < pair_end; base += kBlock)
@@ -299,15 +335,20 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
 #if GLMNORM_HAVE_BF16_PAIRS
     if constexpr (kPairTypes) {
       if (pair_row) {
-        // The same operations as `value`, on the pair layout of pass A.
-        const auto pair_value = [&](size_t k) {
-          return V{_mm512_mul_ps(vrr.raw,
-                                 _mm512_sub_ps(_mm512_load_ps(dh_row + k),
-                                               _mm512_mul_ps(_mm512_load_ps(xf_row + k), vc.raw)))};
+        // The same operations as `value`, on the pair layout of pass A, with
+        // xf = x * r computed again as pass A did.
+        const __m512i to_even = _mm512_loadu_si512(kPairWordOrder.even);
+        const __m512i to_odd = _mm512_loadu_si512(kPairWordOrder.odd);
+        const uint16_t* HWY_RESTRICT dh_words = reinterpret_cast<const uint16_t*>(dh_row);
+        const auto pair_value = [&](__m512 dh, __m512 xv) {
+          return _mm512_mul_ps(vrr.raw,
+                               _mm512_sub_ps(dh, _mm512_mul_ps(_mm512_mul_ps(xv, vr.raw), vc.raw)));
         };
         const bool plain = dres == nullptr && dx2 == nullptr;
         for (; i < pair_end; i += 32) {
-          const Bf16Pairs v = {pair_value(i).raw, pair_value(i + 16).raw};
+          const Bf16Pairs xv = LoadBf16Pairs(x + i);
+          const Bf16Pairs dh = WidenPacked(_mm512_load_si512(dh_words + i), to_even, to_odd);
+          const Bf16Pairs v = {pair_value(dh.even, xv.even), pair_value(dh.odd, xv.odd)};
           if (plain) {
             if (stream) {
               StoreBf16Pairs<true>(v, dx + i);

@@ -328,13 +328,14 @@ TEST(RmsNormBackward, BitsIndependentOfThreadsExecutorTargetAndWorkspace) {
 
 // bf16 rows of 512 values or more take the pair layout of the AVX-512 target
 // where the CPU has AVX512-BF16 (rms_norm_backward_cpu.cc: rows whose
-// products BackwardPairRowOk proves free of subnormals; the others the
-// per-vector path). Every target gives the same dx, d_delta and dgamma
-// bits, in calls that mix admitted and refused rows: a tiny x (h below
-// 2^-125), a subnormal dy, tiny x and dy together, NaN and inf in x and dy,
-// zero rows; with and without the forward's rstd, an offset, widths with a
-// tail, d_residual_out (AddRmsNormBackward), misaligned tensors, and dx
-// large enough for streaming stores.
+// products BackwardPairRowOk proves free of subnormals, without NaN; the
+// others the per-vector path). Every target gives the same dx, d_delta and
+// dgamma bits, in calls that mix admitted and refused rows: a tiny x (h
+// below 2^-125), a subnormal dy, tiny x and dy together, NaN and inf in x
+// and dy (two different NaNs in one row), zero rows; with and without the
+// forward's rstd, an offset, widths with a tail, d_residual_out
+// (AddRmsNormBackward), misaligned tensors, and dx large enough for
+// streaming stores.
 TEST(RmsNormBackward, Bf16PairRowsSameBitsOnEveryTarget) {
   test::Seed();
   const DType t = DType::kBF16;
@@ -368,7 +369,8 @@ TEST(RmsNormBackward, Bf16PairRowsSameBitsOnEveryTarget) {
         x.Set(at(r + 4, 3), std::nan(""));  // a NaN, an inf in x; in dy
         x.Set(at(r + 5, 9), INFINITY);
         dy.Set(at(r + 6, 11), -INFINITY);
-        dy.Set(at(r + 9, 12), std::nan(""));
+        dy.Set(at(r + 9, 12), std::nan(""));  // two different NaNs in one row
+        dy.Set(at(r + 9, 40), -std::nan(""));
         for (int64_t i = 0; i < width; ++i) {
           dy.Set(at(r + 7, i), 0.0);  // a zero dy row, then a zero x row
           x.Set(at(r + 8, i), 0.0);
@@ -388,13 +390,18 @@ TEST(RmsNormBackward, Bf16PairRowsSameBitsOnEveryTarget) {
                 " misalign=" + std::to_string(misalign) + " offset=" + std::to_string(offset) +
                 (with_rstd ? " rstd" : "") + (add ? " add" : "");
             test::ExpectSameBitsOnEveryTarget(what, [&](const char*) {
-              Buffer dx(t, n, misalign), dd(t, n, misalign), dg(DType::kF32, width);
+              // dx 64-byte aligned (then offset by misalign), as large tensors
+              // are: the streamed pair stores need it.
+              Buffer dx_bytes(t, n + 64), dd(t, n, misalign), dg(DType::kF32, width);
+              const uintptr_t start = reinterpret_cast<uintptr_t>(dx_bytes.data());
+              void* const dx =
+                  reinterpret_cast<void*>((start + 63) / 64 * 64 + misalign * SizeOf(t));
               Buffer y(t, n), rstd(DType::kF32, rows);
               const auto rv = Contiguous<void*>(rstd.data(), DType::kF32, {rows});
               if (with_rstd)
                 RmsNormWithRstd(xv, gv, Contiguous<void*>(y.data(), t, {rows, width}), rv, opt);
               const ConstTensorView rstd_view = with_rstd ? AsConst(rv) : ConstTensorView{};
-              const auto dxv = Contiguous<void*>(dx.data(), t, {rows, width});
+              const auto dxv = Contiguous<void*>(dx, t, {rows, width});
               const auto dgv = Contiguous<void*>(dg.data(), DType::kF32, {width});
               if (add) {
                 AddNormOptions aopt;
@@ -405,7 +412,7 @@ TEST(RmsNormBackward, Bf16PairRowsSameBitsOnEveryTarget) {
               } else {
                 RmsNormBackward(xv, gv, dyv, dxv, dgv, opt, rstd_view);
               }
-              std::vector<uint8_t> bytes = test::BytesOf(dx.data(), n * SizeOf(t));
+              std::vector<uint8_t> bytes = test::BytesOf(dx, n * SizeOf(t));
               const std::vector<uint8_t> more[] = {test::BytesOf(dg.data(), width * 4),
                                                    test::BytesOf(dd.data(), n * SizeOf(t))};
               for (const auto& m : more) bytes.insert(bytes.end(), m.begin(), m.end());
