@@ -6,6 +6,8 @@
 // sums are per column in row order: every target gives the same bits.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/rms_norm/rms_norm_backward_cpu.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -13,7 +15,6 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "hwy/cache_control.h"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "ops/rms_norm/rms_norm_backward_job.h"
 #include "simd/convert-inl.h"
@@ -396,7 +397,8 @@ HWY_NOINLINE void BackwardBlocksTyped(const RmsNormBackwardJob& job, int64_t b0,
   for (int64_t b = b0; b < b1; ++b) BackwardBlock<T, W, Dy, Dx, kCast>(job, b);
 }
 
-void RmsNormBackwardBlocks(const RmsNormBackwardJob& job, int64_t block_begin, int64_t block_end) {
+void RmsNormBackwardBlocks(const RmsNormBackwardJob& job, int64_t block_begin,
+                           int64_t block_end) {
   const NormParams& p = job.p;
   WithFloatType(p.x_type, [&](auto t_tag) {
     using T = typename decltype(t_tag)::type;
@@ -457,8 +459,8 @@ void ReduceDGamma(const DGammaReduceJob& job, int64_t group_begin, int64_t group
       for (int k = depth - 2; k >= 0; --k) acc = hn::Add(hn::Load(d, sums + k * N), acc);
     }
     const size_t n = std::min(N, width - j);
-    StoreAny(d, acc, job.dgamma_type, static_cast<char*>(job.dgamma) + j * SizeOf(job.dgamma_type),
-             n);
+    StoreAny(d, acc, job.dgamma_type,
+             static_cast<char*>(job.dgamma) + j * SizeOf(job.dgamma_type), n);
   }
 }
 

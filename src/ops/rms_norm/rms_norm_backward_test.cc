@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "glmnorm/glmnorm.h"
-#include "ops/backward_test_util.h"
 #include "ops/rms_norm/rms_norm_cases.h"
+#include "ops/backward_test_util.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
 
@@ -34,9 +34,9 @@ std::string Describe(const cases::NormDTypes& c, DType dx, int64_t width, const 
 }
 
 // Random rows (each its own scale), gamma, dy; runs the backward; checks.
-void RunCase(const cases::NormDTypes& c, DType dx_type, DType dg_type, int64_t rows, int64_t width,
-             const NormOptions& opt, const std::string& what, bwdtest::Totals& totals,
-             size_t misalign = 0) {
+void RunCase(const cases::NormDTypes& c, DType dx_type, DType dg_type, int64_t rows,
+             int64_t width, const NormOptions& opt, const std::string& what,
+             bwdtest::Totals& totals, size_t misalign = 0) {
   Buffer x(c.x, rows * width, misalign), g(c.w, width, misalign), dy(c.y, rows * width, misalign);
   Buffer dx(dx_type, rows * width, misalign), dg(dg_type, width, misalign);
   bwdtest::FillRows(x, rows, width);
@@ -61,8 +61,8 @@ TEST(RmsNormBackward, EveryComboEveryTarget) {
       opt.rounding = c.rounding;
       for (DType dx : {c.x, DType::kF32}) {
         if (dx == DType::kF32 && c.x == DType::kF32 && dx != c.x) continue;
-        for (int64_t width :
-             {1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 257, 1023, 4097, 5120}) {
+        for (int64_t width : {1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 257,
+                              1023, 4097, 5120}) {
           RunCase(c, dx, DType::kF32, 3, width, opt, Describe(c, dx, width, target), totals);
         }
         if (dx != c.x) break;
@@ -84,8 +84,8 @@ TEST(RmsNormBackward, ManyRowsOffsetAndDGammaDTypes) {
           opt.rounding = c.rounding;
           opt.weight_offset = offset;
           RunCase(c, c.x, dg, 2 * kDGammaRowBlock + 5, 129, opt,
-                  Describe(c, c.x, 129, target) + " rows=133 offset=" + std::to_string(offset) +
-                      " dgamma=" + std::string(Name(dg)),
+                  Describe(c, c.x, 129, target) + " rows=133 offset=" +
+                      std::to_string(offset) + " dgamma=" + std::string(Name(dg)),
                   totals);
         }
       }
@@ -135,8 +135,9 @@ TEST(RmsNormBackward, Strided3DViews) {
           v.stride[0] = plane * pitch, v.stride[1] = pitch, v.stride[2] = 1;
           return v;
         };
-        const auto xv = view3(
-            static_cast<const void*>(static_cast<const char*>(x.data()) + 2 * SizeOf(t)), 5, xp);
+        const auto xv = view3(static_cast<const void*>(static_cast<const char*>(x.data()) +
+                                                       2 * SizeOf(t)),
+                              5, xp);
         const auto dyv = view3(static_cast<const void*>(dy.data()), 4, dp);
         const auto dxv = view3(dx.data(), 4, dp);
         const auto gv = Contiguous<const void*>(g.data(), t, {width});
@@ -212,7 +213,8 @@ TEST(RmsNormBackward, ReferenceMatchesFiniteDifferences) {
                                << (which ? " dgamma" : " dx") << " fd=" << fd << " an=" << an;
         }
       }
-      std::printf("[fd] n=%lld eps=%g: max relative difference %.2e\n", (long long)n, eps, max_rel);
+      std::printf("[fd] n=%lld eps=%g: max relative difference %.2e\n", (long long)n, eps,
+                  max_rel);
     }
   }
 }
@@ -226,10 +228,10 @@ TEST(RmsNormBackward, ReferenceViewsAgreeWithRowMaths) {
   test::FillRandom(dy);
   NormOptions opt;
   opt.rounding = Rounding::kSingle;
-  const auto ref =
-      reference::RmsNormBackward(Contiguous<const void*>(x.data(), DType::kF32, {1, n}),
-                                 Contiguous<const void*>(g.data(), DType::kF32, {n}),
-                                 Contiguous<const void*>(dy.data(), DType::kF32, {1, n}), opt);
+  const auto ref = reference::RmsNormBackward(
+      Contiguous<const void*>(x.data(), DType::kF32, {1, n}),
+      Contiguous<const void*>(g.data(), DType::kF32, {n}),
+      Contiguous<const void*>(dy.data(), DType::kF32, {1, n}), opt);
   std::vector<double> xd(n), gd(n), dyd(n), dx(n), dg(n);
   for (int64_t i = 0; i < n; ++i) xd[i] = x.Get(i), gd[i] = g.Get(i), dyd[i] = dy.Get(i);
   reference::BackwardRowF64(xd.data(), gd.data(), dyd.data(), n, opt.eps, dx.data(), dg.data());
@@ -298,9 +300,8 @@ TEST(RmsNormBackward, BitsIndependentOfThreadsExecutorTargetAndWorkspace) {
       Buffer dx(t, rows * width), dg(DType::kF32, width);
       RmsNormBackward(xv, gv, dyv, Contiguous<void*>(dx.data(), t, {rows, width}),
                       Contiguous<void*>(dg.data(), DType::kF32, {width}), {}, {}, w, exec);
-      std::vector<uint8_t> got_dx(
-          static_cast<const uint8_t*>(dx.data()),
-          static_cast<const uint8_t*>(dx.data()) + rows * width * SizeOf(t));
+      std::vector<uint8_t> got_dx(static_cast<const uint8_t*>(dx.data()),
+                                  static_cast<const uint8_t*>(dx.data()) + rows * width * SizeOf(t));
       std::vector<uint8_t> got_dg(static_cast<const uint8_t*>(dg.data()),
                                   static_cast<const uint8_t*>(dg.data()) + width * 4);
       if (want_dx.empty()) {
@@ -482,8 +483,7 @@ void ExpectError(const std::function<void(Args&)>& mutate, const std::string& fr
 TEST(RmsNormBackwardErrors, NameTheArgumentAndTheExpectation) {
   ExpectError([](Args& a) { a.dyv.dtype = DType::kF16; },
               "dy.dtype must be bf16 in cast-then-scale mode");
-  ExpectError([](Args& a) { a.dxv.dtype = DType::kF16; },
-              "dx.dtype must be bf16 (x's dtype) or f32");
+  ExpectError([](Args& a) { a.dxv.dtype = DType::kF16; }, "dx.dtype must be bf16 (x's dtype) or f32");
   ExpectError([](Args& a) { a.dxv.shape[0] = 3; }, "dx shape must equal x shape [4, 8]");
   ExpectError([](Args& a) { a.dyv.shape[1] = 7; }, "dy shape must equal x shape");
   ExpectError([](Args& a) { a.dgv.shape[0] = 7; }, "dgamma length must equal the width 8, got 7");
@@ -492,15 +492,18 @@ TEST(RmsNormBackwardErrors, NameTheArgumentAndTheExpectation) {
   ExpectError([](Args& a) { a.opt.eps = -1.0f; }, "eps must be finite and >= 0");
   ExpectError([](Args& a) { a.dxv.data = const_cast<void*>(a.xv.data); },
               "dx must not be the same memory as x");
-  ExpectError([](Args& a) { a.rv = Contiguous<const void*>(a.rstd.data(), DType::kF32, {3}); },
-              "rstd must be 1-D of length rows 4, got shape [3]");
-  ExpectError([](Args& a) { a.rv = Contiguous<const void*>(a.rstd.data(), DType::kBF16, {4}); },
-              "rstd.dtype must be f32, got bf16");
   ExpectError(
       [](Args& a) {
-        a.ws = Workspace{a.rstd.data(), 8};
+        a.rv = Contiguous<const void*>(a.rstd.data(), DType::kF32, {3});
       },
-      "workspace.bytes must be at least");
+      "rstd must be 1-D of length rows 4, got shape [3]");
+  ExpectError(
+      [](Args& a) {
+        a.rv = Contiguous<const void*>(a.rstd.data(), DType::kBF16, {4});
+      },
+      "rstd.dtype must be f32, got bf16");
+  ExpectError([](Args& a) { a.ws = Workspace{a.rstd.data(), 8}; },
+              "workspace.bytes must be at least");
   ExpectError([](Args& a) { a.dgv.data = a.dx.data(); }, "dgamma overlaps dx");
 }
 
@@ -538,8 +541,8 @@ TEST(RmsNormBackward, SpecialValues) {
       test::FillRandom(x);
       test::FillGamma(g);
       test::FillRandom(dy);
-      for (int64_t i = 0; i < width; ++i) x.Set(i, 0.0);              // row 0: zeros
-      dy.Set(1 * width + 5, std::nan(""));                            // row 1: a NaN gradient
+      for (int64_t i = 0; i < width; ++i) x.Set(i, 0.0);      // row 0: zeros
+      dy.Set(1 * width + 5, std::nan(""));                    // row 1: a NaN gradient
       x.Set(2 * width + 7, std::numeric_limits<double>::infinity());  // row 2: inf input
       const auto xv = Contiguous<const void*>(x.data(), t, {rows, width});
       const auto gv = Contiguous<const void*>(g.data(), t, {width});
@@ -554,7 +557,8 @@ TEST(RmsNormBackward, SpecialValues) {
             << target << " zero row col " << i;
         EXPECT_TRUE(std::isnan(dx.Get(width + i))) << target << " NaN-dy row col " << i;
         EXPECT_TRUE(std::isfinite(dx.Get(3 * width + i))) << target << " clean row col " << i;
-        EXPECT_EQ(std::isnan(dg.Get(i)), i == 5 || i == 7) << target << " dgamma col " << i;
+        EXPECT_EQ(std::isnan(dg.Get(i)), i == 5 || i == 7)
+            << target << " dgamma col " << i;
       }
       int64_t nan_row2 = 0;
       for (int64_t i = 0; i < width; ++i) nan_row2 += std::isnan(dx.Get(2 * width + i));
@@ -594,12 +598,10 @@ TEST(RmsNormBackwardErrors, ForwardRstdArgument) {
   expect([&] { RmsNormWithRstd(xv, gv, yv, Contiguous<void*>(y.data(), DType::kF32, {4})); },
          "RmsNormWithRstd: rstd overlaps y");
   Buffer res(DType::kBF16, 32);
-  expect(
-      [&] {
-        AddRmsNormWithRstd(Contiguous<void*>(res.data(), DType::kBF16, {4, 8}), xv, gv, yv,
-                           Contiguous<void*>(r.data(), DType::kF32, {5}));
-      },
-      "AddRmsNormWithRstd: rstd must be 1-D of length rows 4, got shape [5]");
+  expect([&] {
+    AddRmsNormWithRstd(Contiguous<void*>(res.data(), DType::kBF16, {4, 8}), xv, gv, yv,
+                       Contiguous<void*>(r.data(), DType::kF32, {5}));
+  }, "AddRmsNormWithRstd: rstd must be 1-D of length rows 4, got shape [5]");
 }
 
 }  // namespace
