@@ -69,12 +69,13 @@ HWY_INLINE void StoreAny(D d, hn::Vec<D> v, DType t, void* p, size_t n) {
 // bf16 rows in the pair layout (Bf16Pairs, convert-inl.h), 32 values per
 // 64-byte load, for rows that BackwardPairRowOk admits: every rounding of
 // pass A is then one VCVTNE2PS2BF16 for 32 values, with no per-vector
-// subnormal check (issue 16; docs/BACKWARD.md "Speed").
+// subnormal check (issue 16; docs/BACKWARD.md "bf16 rows in the pair
+// layout").
 //
 // PackBf16(odd, even) holds element 2m at word m and 2m + 1 at word 16 + m.
 // One zero-masking word permute per 16 floats puts words back as float32
-// (the word in the high half): in the pair layout (WidenPacked) or in memory
-// order (PackedInMemoryOrder).
+// (the word in the high half): in the pair layout (WidenPacked, tables even
+// and odd) or in memory order (tables lo and hi: the dgamma terms).
 struct PairWordOrder {
   uint16_t even[32], odd[32], lo[32], hi[32];
 };
