@@ -19,6 +19,18 @@ HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
 namespace HWY_NAMESPACE {
 
+// memcpy of a head's few bytes (GLM-4.5: 128) by whole vectors: a call to
+// libc's memcpy per head took 12% of qk_norm_rope_backward's time.
+HWY_INLINE void CopyBytes(const void* HWY_RESTRICT from, void* HWY_RESTRICT to, size_t bytes) {
+  const hn::ScalableTag<uint8_t> du8;
+  constexpr size_t N = hn::MaxLanes(du8);
+  const uint8_t* src = static_cast<const uint8_t*>(from);
+  uint8_t* dst = static_cast<uint8_t*>(to);
+  size_t i = 0;
+  for (; i + N <= bytes; i += N) hn::StoreU(hn::LoadU(du8, src + i), du8, dst + i);
+  if (i < bytes) std::memcpy(dst + i, src + i, bytes - i);
+}
+
 template <typename T>
 void QkRopeBackwardRowsTyped(const QkRopeBackwardJob& job, int64_t row_begin, int64_t row_end) {
   const hn::ScalableTag<float> d;
@@ -34,7 +46,7 @@ void QkRopeBackwardRowsTyped(const QkRopeBackwardJob& job, int64_t row_begin, in
       T* dst = out_row + head * hd;
       RotateHeadBackward(d, rotary_dim, src, cos, sin, dst);
       // Dims from rotary_dim on are not rotated: their gradient passes as is.
-      std::memcpy(dst + rotary_dim, src + rotary_dim, (hd - rotary_dim) * sizeof(T));
+      CopyBytes(src + rotary_dim, dst + rotary_dim, (hd - rotary_dim) * sizeof(T));
     }
   }
 }
