@@ -148,11 +148,18 @@ struct CanonicalSumSteps {
   // through here.
   template <class Pairs>
   HWY_INLINE void BlockOfSquarePairs(D d, size_t base, const Pairs& pairs) {
-    BlockOfPairs(d, base, [&pairs](size_t i) GLMNORM_INLINE_LAMBDA {
+    BlockOfPairs(d, base, SquaresOfPairs(pairs));
+  }
+
+  // The terms of a sum of squares in the pair layout: SquaresOfPairs(pairs)(i)
+  // is pairs(i) with each lane squared.
+  template <class Pairs>
+  static HWY_INLINE auto SquaresOfPairs(const Pairs& pairs) {
+    return [&pairs](size_t i) GLMNORM_INLINE_LAMBDA {
       const Bf16Pairs v = pairs(i);
       const V even{v.even}, odd{v.odd};
       return Bf16Pairs{hn::Mul(even, even).raw, hn::Mul(odd, odd).raw};
-    });
+    };
   }
 
   // The whole block at `base` whose terms come 2N at a time in the pair
@@ -237,13 +244,13 @@ struct CanonicalSumSteps {
     return FinishWith(d, base, width, NoPairs{}, term, term_partial);
   }
 
-  // Finish where the pair layout's loads (pairs(i) as in BlockOfSquarePairs)
+  // Finish where the pair layout's terms (pair_terms(i) as in BlockOfPairs)
   // also serve the whole 64-value chunks after the last block (rows of 128,
   // heads, have no whole block). Same operations on each lane as Finish.
-  template <class Pairs, class Term, class TermPartial>
-  HWY_INLINE float FinishWith(D d, size_t base, size_t width, const Pairs& pairs, const Term& term,
-                              const TermPartial& term_partial) {
-    constexpr bool kTailPairs = kPairs && !std::is_same_v<Pairs, NoPairs>;
+  template <class PairTerms, class Term, class TermPartial>
+  HWY_INLINE float FinishWith(D d, size_t base, size_t width, const PairTerms& pair_terms,
+                              const Term& term, const TermPartial& term_partial) {
+    constexpr bool kTailPairs = kPairs && !std::is_same_v<PairTerms, NoPairs>;
     const bool has_tail = base < width;
     const bool has_blocks = base > 0;  // else every total is +0, in any order
     V block[K];
@@ -252,10 +259,9 @@ struct CanonicalSumSteps {
     if constexpr (kTailPairs) {
       for (; base + kVirtualLanes <= width; base += kVirtualLanes) {
         for (size_t half = 0; half < K / 2; ++half) {
-          const Bf16Pairs v = pairs(base + half * 2 * N);
-          const V even{v.even}, odd{v.odd};
-          block[2 * half] = hn::Add(block[2 * half], hn::Mul(even, even));
-          block[2 * half + 1] = hn::Add(block[2 * half + 1], hn::Mul(odd, odd));
+          const Bf16Pairs t = pair_terms(base + half * 2 * N);
+          block[2 * half] = hn::Add(block[2 * half], V{t.even});
+          block[2 * half + 1] = hn::Add(block[2 * half + 1], V{t.odd});
         }
       }
     }
@@ -264,7 +270,7 @@ struct CanonicalSumSteps {
       if (has_blocks) ToCanonicalOrder(total);
       if constexpr (kTailPairs) ToCanonicalOrder(block);
     }
-    (void)pairs;
+    (void)pair_terms;
     if (has_tail) {
       for (; base + kVirtualLanes <= width; base += kVirtualLanes) {
         for (size_t k = 0; k < K; ++k) block[k] = hn::Add(block[k], term(d, base + k * N));
@@ -468,9 +474,9 @@ HWY_INLINE InvRms FinishRowInvRms(D d, CanonicalSumSteps<D, kPairs>& sum, size_t
   float sum_sq;
   if constexpr (kPairs) {
 #if GLMNORM_HAVE_SQUARE_PAIRS
-    sum_sq = sum.FinishWith(
-        d, base, width, [x](size_t i) { return LoadBf16Pairs(x + i); }, Squares(load),
-        Squares(load_partial));
+    const auto pairs = [x](size_t i) { return LoadBf16Pairs(x + i); };
+    sum_sq = sum.FinishWith(d, base, width, sum.SquaresOfPairs(pairs), Squares(load),
+                            Squares(load_partial));
 #endif
   } else {
     sum_sq = sum.Finish(d, base, width, Squares(load), Squares(load_partial));

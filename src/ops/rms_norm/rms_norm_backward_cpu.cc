@@ -20,6 +20,7 @@
 #include "simd/convert-inl.h"
 #include "simd/norm_row-inl.h"
 #include "simd/reduction-inl.h"
+#include "simd/row_batch-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glmnorm {
@@ -158,13 +159,15 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
   const bool stream =
       kCanStream && job.rows * job.p.width * int64_t{sizeof(Dx)} >= cpu::kStreamMinBytes;
 #if GLMNORM_HAVE_BF16_PAIRS
-  // The pair layout for bf16 rows (BackwardPairRowOk): the whole canonical
-  // blocks [0, pair_end) of each row that it admits.
+  // The pair layout for bf16 rows (BackwardPairRowOk): the whole 64-value
+  // chunks [0, pair_end) of each row that it admits (heads of 128 included),
+  // the whole canonical blocks among them by BlockOfPairs.
   constexpr bool kPairTypes = N == 16 && kCastThenScale && std::is_same_v<T, BF16> &&
                               std::is_same_v<W, BF16> && std::is_same_v<Dy, BF16> &&
                               std::is_same_v<Dx, BF16>;
   constexpr size_t kBlock = kVirtualLanes * kBlockChunks;
-  const size_t pair_end = kPairTypes && g_native_bf16 ? width / kBlock * kBlock : 0;
+  const size_t pair_end = kPairTypes && g_native_bf16 ? width / kVirtualLanes * kVirtualLanes : 0;
+  const size_t block_end = width / kBlock * kBlock;
   // No NaN enters the pair blocks (a NaN in gamma: no row takes them), so
   // the only NaN there is x86's default one (inf - inf, inf * 0), the same
   // bits whatever the operand order: two different NaNs meeting in an add
@@ -179,7 +182,8 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
     }
   }
 #endif
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  // dx of one row given its 1/rms, and its dgamma terms.
+  const auto backward_row = [&](int64_t row, const InvRms& inv) {
     // The row's leaf sum (kDGammaRowBlock is a multiple of kDGammaLeafRows:
     // a leaf never spans two blocks). The rows are padded to a multiple of 16
     // floats: whole vectors may be loaded and stored even at a row's tail.
@@ -190,16 +194,6 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
     const Dy* dy = static_cast<const Dy*>(job.dy) + job.dy_rows.Offset(row);
     Dx* dx = static_cast<Dx*>(job.dx) + job.dx_rows.Offset(row);
-    const auto load_x = [x](auto dd, size_t i) { return LoadF32(dd, x + i); };
-    const auto load_x_partial = [x](auto dd, size_t i, size_t n) {
-      return LoadF32Partial(dd, x + i, n);
-    };
-    InvRms inv;
-    if (job.rstd != nullptr) {
-      inv = {job.rstd[row * job.rstd_stride], 1.0f, true};
-    } else {
-      inv = RowInverseRms(d, width, job.p.eps, load_x, load_x_partial);
-    }
     // rr: the derivative of x_i * prescale * r with respect to x_i.
     const float rr = inv.r * inv.prescale;
     const V vr = hn::Set(d, inv.r);
@@ -301,9 +295,9 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
           const Bf16Pairs dh = WidenPacked(dh_packed, to_even, to_odd);
           return Bf16Pairs{_mm512_mul_ps(dh.even, xf_even), _mm512_mul_ps(dh.odd, xf_odd)};
         };
-        for (size_t base = 0; base < pair_end; base += kBlock)
+        for (size_t base = 0; base < block_end; base += kBlock)
           steps.BlockOfPairs(d, base, pair_term);
-        s = steps.Finish(d, pair_end, width, full_term, partial_term);
+        s = steps.FinishWith(d, block_end, width, pair_term, full_term, partial_term);
       }
     }
 #endif
@@ -389,6 +383,19 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
       }
     }
     for (; i < width; i += N) store_general(i, value(i), std::min(N, width - i));
+  };
+  if (job.rstd != nullptr) {
+    for (int64_t row = row_begin; row < row_end; ++row) {
+      backward_row(row, InvRms{job.rstd[row * job.rstd_stride], 1.0f, true});
+    }
+  } else {
+    // The forward's row loop of 1/rms (row_batch-inl.h): heads of 128 are
+    // reduced 16 at a time, and each row's reduction overlaps the row
+    // before. Same bits as RowInverseRms row by row.
+    ForEachRowInvRms<T>(
+        d, width, job.p.eps, row_begin, row_end,
+        [&job](int64_t row) { return static_cast<const T*>(job.x) + job.x_rows.Offset(row); },
+        backward_row);
   }
   if (stream) hwy::FlushStream();
 }

@@ -327,8 +327,9 @@ TEST(RmsNormBackward, BitsIndependentOfThreadsExecutorTargetAndWorkspace) {
   SetNumThreads(saved);
 }
 
-// bf16 rows of 512 values or more take the pair layout of the AVX-512 target
-// where the CPU has AVX512-BF16 (rms_norm_backward_cpu.cc: rows whose
+// bf16 rows of 64 values or more (their whole 64-value chunks: heads of 128,
+// and the whole canonical blocks of wide rows) take the pair layout of the
+// AVX-512 target where the CPU has AVX512-BF16 (rms_norm_backward_cpu.cc: rows whose
 // products BackwardPairRowOk proves free of subnormals, without NaN; the
 // others the per-vector path). Every target gives the same dx, d_delta and
 // dgamma bits, in calls that mix admitted and refused rows: a tiny x (h
@@ -343,7 +344,10 @@ TEST(RmsNormBackward, Bf16PairRowsSameBitsOnEveryTarget) {
   struct Shape {
     int64_t rows, width;
   };
-  for (const Shape shape : {Shape{24, 512}, Shape{24, 1100}, Shape{24, 5120}, Shape{420, 5120}}) {
+  // 128 and 200: chunks and a tail, no whole block; 1100: two blocks, a
+  // chunk and a tail; 16400x128: heads with streamed dx (4 MiB).
+  for (const Shape shape : {Shape{24, 128}, Shape{24, 200}, Shape{24, 512}, Shape{24, 1100},
+                            Shape{24, 5120}, Shape{420, 5120}, Shape{16400, 128}}) {
     const int64_t rows = shape.rows, width = shape.width, n = rows * width;
     for (size_t misalign : {0, 1}) {
       Buffer x(t, n, misalign), g(t, width, misalign), dy(t, n, misalign), dres(t, n, misalign);
