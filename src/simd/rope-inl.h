@@ -1,6 +1,8 @@
 // GLM's partial RoPE on one head (rotate-half pairs over the first rotary_dim
 // dims): the forward (QkNorm, qk_norm_cpu.cc) and the backward, its
-// transposed rotation (QkNormBackward, qk_norm_backward_cpu.cc). Compiled
+// transposed rotation (QkNormBackward: in the norm backward's row loop,
+// rms_norm_backward_cpu.cc, or for very wide heads its own pass,
+// qk_norm_backward_cpu.cc). Compiled
 // once per SIMD target, like convert-inl.h.
 
 // Per-target include guard (Highway's pattern).
@@ -12,6 +14,8 @@
 #endif
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "hwy/highway.h"
 #include "simd/convert-inl.h"
@@ -142,6 +146,28 @@ HWY_INLINE void RotateHeadBackward(D /*d*/, size_t rotary_dim, const T* HWY_REST
   size_t i = 0;
   for (; i + M <= half; i += M) rotate(i, M);
   if (i < half) rotate(i, half - i);
+}
+
+// memcpy of a head's few bytes by whole vectors (no libc call per head).
+HWY_INLINE void CopyBytes(const void* HWY_RESTRICT from, void* HWY_RESTRICT to, size_t bytes) {
+  const hn::ScalableTag<uint8_t> du8;
+  constexpr size_t N = hn::MaxLanes(du8);
+  const uint8_t* src = static_cast<const uint8_t*>(from);
+  uint8_t* dst = static_cast<uint8_t*>(to);
+  size_t i = 0;
+  for (; i + N <= bytes; i += N) hn::StoreU(hn::LoadU(du8, src + i), du8, dst + i);
+  if (i < bytes) std::memcpy(dst + i, src + i, bytes - i);
+}
+
+// The gradient of one head of head_dim values before the forward's RoPE:
+// RotateHeadBackward over the first rotary_dim dims, the others as they are
+// (not rotated). in and out must not overlap.
+template <class D, typename T>
+HWY_INLINE void UnrotateHead(D d, size_t rotary_dim, size_t head_dim, const T* HWY_RESTRICT in,
+                             const float* HWY_RESTRICT cos, const float* HWY_RESTRICT sin,
+                             T* HWY_RESTRICT out) {
+  RotateHeadBackward(d, rotary_dim, in, cos, sin, out);
+  CopyBytes(in + rotary_dim, out + rotary_dim, (head_dim - rotary_dim) * sizeof(T));
 }
 
 }  // namespace HWY_NAMESPACE

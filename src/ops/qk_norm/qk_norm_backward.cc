@@ -1,7 +1,9 @@
-// QkNormBackward front end (qk_norm_backward.h): with RoPE, the gradient of
-// the rotated q and k heads rotated back (qk_norm_backward_cpu.cc); then the
-// q heads and the k heads of the fused QKV gradient as two norm backward runs
-// over 3-D views [tokens, heads, head_dim] (ops/rms_norm/rms_norm_backward.cc).
+// QkNormBackward front end (qk_norm_backward.h): the q heads and the k heads
+// of the fused QKV gradient as two norm backward runs over 3-D views
+// [tokens, heads, head_dim] (ops/rms_norm/rms_norm_backward.cc). With RoPE,
+// the gradient of the rotated heads is rotated back as the norm backward
+// reads it (heads up to kMaxRopeRowWidth), or by a pass of its own before
+// (qk_norm_backward_cpu.cc).
 #include "glmnorm/qk_norm_backward.h"
 
 #include <string>
@@ -109,10 +111,16 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
   validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "dk_gamma", dk_gamma, false);
   const int64_t tokens = qkv.shape[0];
   detail::ValidateRope(kFn, rope, hd, tokens, dqkv_in, "dqkv_in", execution);
-  if (rope.rotary_dim != 0 && tokens > 0 && heads.num_q_heads + heads.num_k_heads > 0) {
-    // The norm's dy is the un-rotated gradient (the same dtype as dqkv_out),
-    // in a private buffer [tokens, (nq + nk) * head_dim]: dqkv_in may be
-    // dqkv_out, which the norm backward then overwrites while reading it.
+  if (rope.rotary_dim != 0 && hd <= kMaxRopeRowWidth) {
+    // The norm backward un-rotates each head's gradient as it reads it: one
+    // pass over the gradient, none through memory in between.
+    q.rope = k.rope = RopeTables::Of(rope);
+  } else if (rope.rotary_dim != 0 && tokens > 0 &&
+             heads.num_q_heads + heads.num_k_heads > 0) {
+    // Wider heads: the norm's dy is the un-rotated gradient (the same dtype
+    // as dqkv_out), in a private buffer [tokens, (nq + nk) * head_dim]:
+    // dqkv_in may be dqkv_out, which the norm backward then overwrites while
+    // reading it.
     const int64_t qk_heads = int64_t{heads.num_q_heads} + heads.num_k_heads;
     const int64_t qk_cols = qk_heads * hd;
     void* unrotated = backend::Scratch(

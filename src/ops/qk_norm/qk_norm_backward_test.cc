@@ -11,6 +11,7 @@
 
 #include "glmnorm/glmnorm.h"
 #include "ops/backward_test_util.h"
+#include "ops/rms_norm/rms_norm_backward_job.h"
 #include "reference/reference.h"
 #include "support/test_support.h"
 
@@ -172,11 +173,13 @@ TEST(QkNormBackward, RopeBackwardOnExactRotations) {
 // here (the reference of RotateHeadBackward, simd/rope-inl.h: exact products,
 // one float64 sum, rounded to float32 and then to the dtype). Odd head dims
 // and rotary halves not a multiple of any vector width; tables with padded
-// rows; positions out of order.
+// rows; positions out of order; heads un-rotated in the norm's row loop (up
+// to kMaxRopeRowWidth) and by the pass of their own (wider).
 TEST(QkNormBackward, RopeBackwardOnEveryTargetIsTheFloat64Unrotation) {
   test::Seed();
   for (DType t : {DType::kBF16, DType::kF16, DType::kF32}) {
-    for (const auto& [hd, rotary] : {std::pair<int64_t, int64_t>{48, 24}, {130, 66}, {128, 64}}) {
+    for (const auto& [hd, rotary] : {std::pair<int64_t, int64_t>{48, 24}, {130, 66}, {128, 64},
+                                       {kMaxRopeRowWidth, 64}, {kMaxRopeRowWidth + 16, 64}}) {
       const QkHeads heads{3, 2, 1, static_cast<int>(hd)};
       const int64_t tokens = 7, width = 6 * hd, stride = width + 5, half = rotary / 2;
       const int64_t table_rows = 11, table_stride = half + 3;

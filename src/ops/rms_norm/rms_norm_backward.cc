@@ -157,6 +157,10 @@ void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOption
       job.rstd = static_cast<const float*>(a.rstd.data);
       job.rstd_stride = a.rstd.stride[0];
     }
+    if (a.rope.rotary_dim != 0) {
+      job.rope = a.rope;
+      job.rope_rows_per_token = a.x.shape[1];
+    }
     job.partials = partials;
     job.partial_stride = stride;
     job.scratch = partials + Leaves(rows) * stride;

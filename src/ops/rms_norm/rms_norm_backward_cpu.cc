@@ -20,6 +20,7 @@
 #include "simd/convert-inl.h"
 #include "simd/norm_row-inl.h"
 #include "simd/reduction-inl.h"
+#include "simd/rope-inl.h"
 #include "simd/row_batch-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -182,6 +183,10 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
     }
   }
 #endif
+  // QkNormBackward with RoPE: each row's dy un-rotated (UnrotateHead), then
+  // read from here.
+  HWY_ALIGN Dy unrotated[kMaxRopeRowWidth];
+  const size_t rotary_dim = static_cast<size_t>(job.rope.rotary_dim);
   // dx of one row given its 1/rms, and its dgamma terms.
   const auto backward_row = [&](int64_t row, const InvRms& inv) {
     // The row's leaf sum (kDGammaRowBlock is a multiple of kDGammaLeafRows:
@@ -194,6 +199,11 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
     const T* x = static_cast<const T*>(job.x) + job.x_rows.Offset(row);
     const Dy* dy = static_cast<const Dy*>(job.dy) + job.dy_rows.Offset(row);
     Dx* dx = static_cast<Dx*>(job.dx) + job.dx_rows.Offset(row);
+    if (rotary_dim != 0) {
+      const int64_t token = row / job.rope_rows_per_token;
+      UnrotateHead(d, rotary_dim, width, dy, job.rope.Cos(token), job.rope.Sin(token), unrotated);
+      dy = unrotated;
+    }
     // rr: the derivative of x_i * prescale * r with respect to x_i.
     const float rr = inv.r * inv.prescale;
     const V vr = hn::Set(d, inv.r);

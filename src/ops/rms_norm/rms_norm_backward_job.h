@@ -8,10 +8,16 @@
 
 #include "core/job.h"
 #include "glmnorm/rms_norm_backward.h"
+#include "ops/qk_norm/qk_norm_job.h"
 
 namespace glmnorm {
 
 static_assert(kDGammaRowBlock % kDGammaLeafRows == 0, "a leaf never spans two blocks");
+
+// The widest rows whose dy the kernel un-rotates itself (QkNormBackward with
+// RoPE: a row's dy goes through a buffer on the kernel's stack, 4 KiB at
+// most). Wider heads take a pass of their own (qk_norm_backward.cc).
+constexpr int64_t kMaxRopeRowWidth = 1024;
 
 // Pass 1, per block of kDGammaRowBlock rows: dx of each row and the float32
 // dgamma sum of each leaf of kDGammaLeafRows rows in it. size.rows counts
@@ -47,6 +53,11 @@ struct RmsNormBackwardJob {
   float* partials = nullptr;    // leaves x partial_stride floats, 64-byte aligned
   int64_t partial_stride = 0;   // width rounded up to 16
   float* scratch = nullptr;     // blocks x 2 x partial_stride floats: a row's xf and dh
+  // Optional (rope.rotary_dim 0: none; rows of kMaxRopeRowWidth at most): dy
+  // is the gradient of RoPE-rotated heads, un-rotated row by row before use
+  // (UnrotateHead, rope-inl.h); row r is a head of token r / rope_rows_per_token.
+  RopeTables rope;
+  int64_t rope_rows_per_token = 1;
 };
 
 // Pass 2: dgamma[j] = dG(pairwise tree over leaves b of partials[b][j]).
@@ -81,6 +92,9 @@ namespace detail {
 struct NormBackwardArgs {
   ConstTensorView x, gamma, dy, dres, rstd;
   TensorView dx, dx2, dgamma;
+  // QkNormBackward: dy of rotated heads (RmsNormBackwardJob::rope), x 3-D
+  // [tokens, heads, head_dim].
+  RopeTables rope;
   const char* x_name = "x";
   const char* dy_name = "dy";
   const char* dx_name = "dx";
