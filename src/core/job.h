@@ -41,12 +41,14 @@ struct RowLayout {
   int64_t Offset(int64_t row) const {
     // rows < shape[0] always, so one leading dim needs no division.
     if (num_lead <= 1) return num_lead == 1 ? row * stride[0] : 0;
+    // The outermost dim needs no division: row < shape[0] once the inner
+    // dims are divided out (one 64-bit division per inner dim, not two).
     int64_t off = 0;
-    for (int i = num_lead - 1; i >= 0; --i) {
+    for (int i = num_lead - 1; i > 0; --i) {
       off += (row % shape[i]) * stride[i];
       row /= shape[i];
     }
-    return off;
+    return off + row * stride[0];
   }
 };
 
