@@ -130,7 +130,9 @@ int64_t QkMaxUlp(const TensorView& qkv, const QkHeads& h, const ConstTensorView&
   std::vector<uint8_t> in(bytes), got(bytes), want(bytes), normed(bytes);
   std::memcpy(in.data(), qkv.data, bytes);  // rows are contiguous in the bench
   Rope r = rope;
-  if (r.rotary_dim > 0) r.positions = Contiguous<const void*>(rope.positions.data, DType::kI64, {tokens});
+  if (r.rotary_dim > 0) {
+    r.positions = Contiguous<const void*>(rope.positions.data, DType::kI64, {tokens});
+  }
   const auto in_v = Rows<const void*>(in.data(), t, tokens, width, width);
   QkNorm(in_v, Rows<void*>(got.data(), t, tokens, width, width), h, q_gamma, k_gamma, {}, r);
   reference::QkNorm(in_v, Rows<void*>(want.data(), t, tokens, width, width), h, q_gamma, k_gamma,
@@ -192,12 +194,13 @@ void AddDecoderCases(const std::string& kernel, const std::vector<int64_t>& toke
         const std::string k = name;
         // Every call adds to the residual in place: with y written over delta
         // it grows by about rms(gamma) per call (add_rms_norm), with delta
-        // kept (the others) by delta. A sample is ~1 ms and a case up to 1000 samples, so
-        // ~10^6 calls at decode; gamma ~ 1 and delta ~ 1 overflowed f16's
-        // 65504 within the first seconds, and every later call timed the NaN
-        // rows' path (f16 add_rms_norm 1x5120: 30 us against 1.3). These
-        // scales keep f16 residuals finite over 10^6 calls (the kernels'
-        // speed does not depend on the values while they are normal).
+        // kept (the others) by about rms(delta). A case makes up to ~10^6
+        // calls at decode. With gamma and delta ~ 1 the f16 residual passed
+        // 65504, then held inf and NaN, and the case timed the NaN rows' path
+        // (f16 add_rms_norm 1x5120 on a Zen 4: 30.4 us; 1.55 us with these
+        // scales). These scales keep f16 residuals finite over 10^6 calls
+        // (the kernels' speed does not depend on the values while they are
+        // normal).
         const bool y_over_delta = k == "add_rms_norm";
         auto res = std::make_shared<BenchTensor>(t, tokens * kHidden, 1.0, 0.0, 11);
         auto del =

@@ -270,6 +270,17 @@ HWY_INLINE Bf16Pairs LoadBf16Pairs(const BF16* p) {
           _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int32_t(0xFFFF0000u))))};
 }
 
+// The 32 values of v in memory order as two float32 vectors, *lo the values
+// 0..15 and *hi 16..31: an exact permutation (the canonical sum's,
+// CanonicalSumSteps, and pair results stored through 16-value paths).
+HWY_INLINE void PairsInMemoryOrder(const Bf16Pairs& v, __m512* lo, __m512* hi) {
+  const __m512i lo_index = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi_index =
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  *lo = _mm512_permutex2var_ps(v.even, lo_index, v.odd);
+  *hi = _mm512_permutex2var_ps(v.even, hi_index, v.odd);
+}
+
 // VCVTNE2PS2BF16: words 0..15 are `low` rounded to bf16, words 16..31
 // `high` (nearest even; subnormal inputs become zero).
 HWY_INLINE __m512i PackBf16(__m512 high, __m512 low) {

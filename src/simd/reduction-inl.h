@@ -295,12 +295,8 @@ struct CanonicalSumSteps {
   // register order: an exact permutation.
   static HWY_INLINE void ToCanonicalOrder(V* v) {
 #if GLMNORM_HAVE_BF16_PAIRS
-    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
     for (size_t k = 0; k < K; k += 2) {
-      const __m512 even = v[k].raw, odd = v[k + 1].raw;
-      v[k] = V{_mm512_permutex2var_ps(even, lo, odd)};
-      v[k + 1] = V{_mm512_permutex2var_ps(even, hi, odd)};
+      PairsInMemoryOrder(Bf16Pairs{v[k].raw, v[k + 1].raw}, &v[k].raw, &v[k + 1].raw);
     }
 #elif GLMNORM_HAVE_SQUARE_PAIRS
     for (size_t k = 0; k < K; k += 2) {  // AVX2

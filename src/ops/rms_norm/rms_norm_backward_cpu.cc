@@ -176,6 +176,11 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
   // the per-vector path (docs/BACKWARD.md, "Special values").
   float gamma_min = 0.0f;
   bool gamma_nan = true;
+  // The word permutes of both passes (kPairWordOrder), loaded once a block.
+  const __m512i to_even = _mm512_loadu_si512(kPairWordOrder.even);
+  const __m512i to_odd = _mm512_loadu_si512(kPairWordOrder.odd);
+  const __m512i to_lo = _mm512_loadu_si512(kPairWordOrder.lo);
+  const __m512i to_hi = _mm512_loadu_si512(kPairWordOrder.hi);
   if constexpr (kPairTypes) {
     if (pair_end != 0) {
       gamma_min = MinNonzeroAbsOfGamma(gamma, width, offset);
@@ -273,10 +278,6 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
     if constexpr (kPairTypes) {
       if (pair_row) {
         const __m512 vr512 = vr.raw, voff512 = voff.raw;
-        const __m512i to_even = _mm512_loadu_si512(kPairWordOrder.even);
-        const __m512i to_odd = _mm512_loadu_si512(kPairWordOrder.odd);
-        const __m512i to_lo = _mm512_loadu_si512(kPairWordOrder.lo);
-        const __m512i to_hi = _mm512_loadu_si512(kPairWordOrder.hi);
         uint16_t* HWY_RESTRICT dh_words = reinterpret_cast<uint16_t*>(dh_row);
         CanonicalSumSteps<decltype(d), true> steps(d);
         // The same float32 operations on each element as `term`, in pairs.
@@ -343,8 +344,6 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
       if (pair_row) {
         // The same operations as `value`, on the pair layout of pass A, with
         // xf = x * r computed again as pass A did.
-        const __m512i to_even = _mm512_loadu_si512(kPairWordOrder.even);
-        const __m512i to_odd = _mm512_loadu_si512(kPairWordOrder.odd);
         const uint16_t* HWY_RESTRICT dh_words = reinterpret_cast<const uint16_t*>(dh_row);
         const auto pair_value = [&](__m512 dh, __m512 xv) {
           return _mm512_mul_ps(vrr.raw,
@@ -361,13 +360,11 @@ void BackwardBlock(const RmsNormBackwardJob& job, int64_t block) {
             } else {
               StoreBf16Pairs<false>(v, dx + i);
             }
-          } else {  // back in memory order (ToCanonicalOrder's permutation)
-            const __m512i lo =
-                _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-            const __m512i hi =
-                _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-            store_general(i, V{_mm512_permutex2var_ps(v.even, lo, v.odd)}, N);
-            store_general(i + 16, V{_mm512_permutex2var_ps(v.even, hi, v.odd)}, N);
+          } else {
+            __m512 lo, hi;
+            PairsInMemoryOrder(v, &lo, &hi);
+            store_general(i, V{lo}, N);
+            store_general(i + 16, V{hi}, N);
           }
         }
       }
