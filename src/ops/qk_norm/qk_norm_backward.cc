@@ -111,6 +111,18 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
   validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "dk_gamma", dk_gamma, false);
   const int64_t tokens = qkv.shape[0];
   detail::ValidateRope(kFn, rope, hd, tokens, dqkv_in, "dqkv_in", execution);
+  if (rope.rotary_dim != 0) {
+    // The k heads' run reads the tables and positions after the q heads' run
+    // has written dq_gamma.
+    for (const TensorView* g : {&dq_gamma, &dk_gamma}) {
+      const char* g_name = g == &dq_gamma ? "dq_gamma" : "dk_gamma";
+      validate::NoPartialOverlap(kFn, "rope.cos", rope.cos, g_name, *g, false);
+      validate::NoPartialOverlap(kFn, "rope.sin", rope.sin, g_name, *g, false);
+      if (rope.positions.rank != 0) {
+        validate::NoPartialOverlap(kFn, "rope.positions", rope.positions, g_name, *g, false);
+      }
+    }
+  }
   if (rope.rotary_dim != 0 && hd <= kMaxRopeRowWidth) {
     // The norm backward un-rotates each head's gradient as it reads it: one
     // pass over the gradient, none through memory in between.

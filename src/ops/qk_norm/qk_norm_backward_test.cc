@@ -113,58 +113,64 @@ std::vector<uint8_t> OutputBits(const Buffer& din, const Buffer& dq, const Buffe
 // (identity) must give the bits of the backward without RoPE; cos 0 / sin 1
 // (a quarter turn: lo = -b, hi = a) the bits of the backward without RoPE
 // fed dy with each rotated pair (dlo, dhi) replaced by (dhi, -dlo). The rows
-// of the tables are picked through positions; in place over dqkv_out too.
+// of the tables are picked through positions; in place over dqkv_out too,
+// with heads un-rotated in the norm's row loop (16) and by their own pass
+// (wider than kMaxRopeRowWidth).
 TEST(QkNormBackward, RopeBackwardOnExactRotations) {
   test::Seed();
   for (DType t : {DType::kBF16, DType::kF32}) {
-    const QkHeads heads{3, 1, 1, 16};
-    const int64_t tokens = 5, hd = 16, rotary = 8, half = 4, width = 5 * hd, stride = width + 3;
-    Buffer qkv(t, tokens * stride), dout(t, tokens * stride), qg(t, hd), kg(t, hd);
-    bwdtest::FillRows(qkv, tokens, stride);
-    bwdtest::FillRows(dout, tokens, stride);
-    test::FillGamma(qg);
-    test::FillGamma(kg);
-    // Table rows: 0 the identity, 1 the quarter turn (positions choose per token).
-    std::vector<float> cos = {1, 1, 1, 1, 0, 0, 0, 0}, sin = {0, 0, 0, 0, 1, 1, 1, 1};
-    std::vector<int64_t> positions = {1, 0, 1, 1, 0};
-    Rope rope;
-    rope.rotary_dim = static_cast<int>(rotary);
-    rope.cos = Contiguous<const void*>(cos.data(), DType::kF32, {2, half});
-    rope.sin = Contiguous<const void*>(sin.data(), DType::kF32, {2, half});
-    rope.positions = Contiguous<const void*>(positions.data(), DType::kI64, {tokens});
-    // The expected un-rotated dy, built by hand from the rotation's definition.
-    Buffer dy_plain = dout;
-    for (int64_t tok = 0; tok < tokens; ++tok) {
-      if (positions[tok] != 1) continue;
-      for (int64_t head = 0; head < 4; ++head) {
-        const int64_t o = tok * stride + head * hd;
-        for (int64_t i = 0; i < half; ++i) {
-          dy_plain.Set(o + i, dout.Get(o + half + i));
-          dy_plain.Set(o + half + i, -dout.Get(o + i));
+    for (const int64_t hd : {int64_t{16}, kMaxRopeRowWidth + 16}) {
+      const QkHeads heads{3, 1, 1, static_cast<int>(hd)};
+      const int64_t tokens = 5, rotary = 8, half = 4, width = 5 * hd, stride = width + 3;
+      Buffer qkv(t, tokens * stride), dout(t, tokens * stride), qg(t, hd), kg(t, hd);
+      bwdtest::FillRows(qkv, tokens, stride);
+      bwdtest::FillRows(dout, tokens, stride);
+      test::FillGamma(qg);
+      test::FillGamma(kg);
+      // Table rows: 0 the identity, 1 the quarter turn (positions choose per token).
+      std::vector<float> cos = {1, 1, 1, 1, 0, 0, 0, 0}, sin = {0, 0, 0, 0, 1, 1, 1, 1};
+      std::vector<int64_t> positions = {1, 0, 1, 1, 0};
+      Rope rope;
+      rope.rotary_dim = static_cast<int>(rotary);
+      rope.cos = Contiguous<const void*>(cos.data(), DType::kF32, {2, half});
+      rope.sin = Contiguous<const void*>(sin.data(), DType::kF32, {2, half});
+      rope.positions = Contiguous<const void*>(positions.data(), DType::kI64, {tokens});
+      // The expected un-rotated dy, built by hand from the rotation's definition.
+      Buffer dy_plain = dout;
+      for (int64_t tok = 0; tok < tokens; ++tok) {
+        if (positions[tok] != 1) continue;
+        for (int64_t head = 0; head < 4; ++head) {
+          const int64_t o = tok * stride + head * hd;
+          for (int64_t i = 0; i < half; ++i) {
+            dy_plain.Set(o + i, dout.Get(o + half + i));
+            dy_plain.Set(o + half + i, -dout.Get(o + i));
+          }
         }
       }
+      const auto qkvv = Rows<const void*>(qkv.data(), t, tokens, width, stride);
+      const auto qgv = Contiguous<const void*>(qg.data(), t, {hd});
+      const auto kgv = Contiguous<const void*>(kg.data(), t, {hd});
+      auto run = [&](const Buffer& dy, const Rope& r, bool in_place) {
+        Buffer din = dy, dq(DType::kF32, hd), dk(DType::kF32, hd);
+        if (!in_place) std::memset(din.data(), 0, din.size * SizeOf(t));
+        QkNormBackward(
+            qkvv, Rows<const void*>(in_place ? din.data() : dy.data(), t, tokens, width, stride),
+            Rows<void*>(din.data(), t, tokens, width, stride), heads, qgv, kgv,
+            Contiguous<void*>(dq.data(), DType::kF32, {hd}),
+            Contiguous<void*>(dk.data(), DType::kF32, {hd}), NormOptions{}, r);
+        std::vector<uint8_t> bits = OutputBits(din, dq, dk);
+        // v columns come from dqkv_out in place, are untouched otherwise: compare q and k only
+        for (int64_t tok = 0; tok < tokens; ++tok) {
+          std::memset(bits.data() + din.offset + (tok * stride + 4 * hd) * SizeOf(t), 0,
+                      (stride - 4 * hd) * SizeOf(t));
+        }
+        return bits;
+      };
+      const auto want = run(dy_plain, Rope{}, false);
+      EXPECT_EQ(run(dout, rope, false), want)
+          << Name(t) << " head_dim " << hd << ": RoPE backward vs hand rotation";
+      EXPECT_EQ(run(dout, rope, true), want) << Name(t) << " head_dim " << hd << ": in place";
     }
-    const auto qkvv = Rows<const void*>(qkv.data(), t, tokens, width, stride);
-    const auto qgv = Contiguous<const void*>(qg.data(), t, {hd});
-    const auto kgv = Contiguous<const void*>(kg.data(), t, {hd});
-    auto run = [&](const Buffer& dy, const Rope& r, bool in_place) {
-      Buffer din = dy, dq(DType::kF32, hd), dk(DType::kF32, hd);
-      if (!in_place) std::memset(din.data(), 0, din.size * SizeOf(t));
-      QkNormBackward(qkvv, Rows<const void*>(in_place ? din.data() : dy.data(), t, tokens, width, stride),
-                     Rows<void*>(din.data(), t, tokens, width, stride), heads, qgv, kgv,
-                     Contiguous<void*>(dq.data(), DType::kF32, {hd}),
-                     Contiguous<void*>(dk.data(), DType::kF32, {hd}), NormOptions{}, r);
-      std::vector<uint8_t> bits = OutputBits(din, dq, dk);
-      // v columns come from dqkv_out in place, are untouched otherwise: compare q and k only
-      for (int64_t tok = 0; tok < tokens; ++tok) {
-        std::memset(bits.data() + din.offset + (tok * stride + 4 * hd) * SizeOf(t), 0,
-                    (stride - 4 * hd) * SizeOf(t));
-      }
-      return bits;
-    };
-    const auto want = run(dy_plain, Rope{}, false);
-    EXPECT_EQ(run(dout, rope, false), want) << Name(t) << ": RoPE backward vs hand rotation";
-    EXPECT_EQ(run(dout, rope, true), want) << Name(t) << ": in place";
   }
 }
 
@@ -179,7 +185,8 @@ TEST(QkNormBackward, RopeBackwardOnEveryTargetIsTheFloat64Unrotation) {
   test::Seed();
   for (DType t : {DType::kBF16, DType::kF16, DType::kF32}) {
     for (const auto& [hd, rotary] : {std::pair<int64_t, int64_t>{48, 24}, {130, 66}, {128, 64},
-                                       {kMaxRopeRowWidth, 64}, {kMaxRopeRowWidth + 16, 64}}) {
+                                       {64, 64}, {kMaxRopeRowWidth, 64},
+                                       {kMaxRopeRowWidth + 16, 64}}) {
       const QkHeads heads{3, 2, 1, static_cast<int>(hd)};
       const int64_t tokens = 7, width = 6 * hd, stride = width + 5, half = rotary / 2;
       const int64_t table_rows = 11, table_stride = half + 3;
@@ -281,6 +288,15 @@ TEST(QkNormBackward, Errors) {
     expect([&] {
       QkNormBackward(qv, AsConst(dv), dv, heads, gv, gv, dq, dk, NormOptions{}, rope);
     }, "rope.positions[1] must be in [0, 2), got 5");
+    // The k heads' run reads the positions after dq_gamma is written.
+    int64_t shared[3] = {0, 1, 0};
+    rope.positions = Contiguous<const void*>(shared, DType::kI64, {2});
+    const auto dq_over_positions =
+        Contiguous<void*>(reinterpret_cast<float*>(shared) + 1, DType::kF32, {4});
+    expect([&] {
+      QkNormBackward(qv, AsConst(dv), dv, heads, gv, gv, dq_over_positions, dk, NormOptions{},
+                     rope);
+    }, "dq_gamma overlaps rope.positions");
   }
   expect([&] { QkNormBackward(qv, AsConst(dv), dv, heads, gv, gv, dq, dq); },
          "dk_gamma must not be the same memory as dq_gamma");

@@ -158,6 +158,12 @@ void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOption
       job.rstd_stride = a.rstd.stride[0];
     }
     if (a.rope.rotary_dim != 0) {
+      // The kernel's row buffer holds kMaxRopeRowWidth values; rows are the
+      // heads of [tokens, heads, head_dim] (QkNormBackward, the only caller).
+      if (width > kMaxRopeRowWidth || a.x.rank != 3) {
+        validate::Fail(fn, "internal: RoPE rows must be [tokens, heads, head_dim <= " +
+                               std::to_string(kMaxRopeRowWidth) + "]");
+      }
       job.rope = a.rope;
       job.rope_rows_per_token = a.x.shape[1];
     }
