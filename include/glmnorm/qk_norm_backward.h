@@ -16,11 +16,13 @@
 // order).
 //
 // With RoPE (the second overload, rope.rotary_dim > 0: the forward's Rope,
-// same checks): dqkv_out is the gradient of the ROTATED heads; it is first
+// same checks): dqkv_out is the gradient of the ROTATED heads; each head is
 // rotated back (the transposed rotation: exact float64 products, one rounded
-// sum, then float32 and dqkv_out's dtype) into a per-thread buffer of
-// tokens * (nq + nk) * head_dim elements that grows like the workspace arena,
-// then goes through the norm's backward.
+// sum, then float32 and dqkv_out's dtype) as the norm's backward reads it.
+// Heads wider than 1024 values are rotated back first, into a per-thread
+// buffer of tokens * (nq + nk) * head_dim elements that grows like the
+// workspace arena. The tables and positions must not overlap dq_gamma or
+// dk_gamma (they are read after dq_gamma is written).
 // Errors (glmnorm::Error, naming the argument): the forward's checks of the
 // heads (head_dim >= 1, counts >= 0, q + k >= 1, no overflow) and of the Rope
 // (qk_norm.h), and the norm backward's (rms_norm_backward.h).

@@ -42,7 +42,8 @@ struct RowLayout {
     // rows < shape[0] always, so one leading dim needs no division.
     if (num_lead <= 1) return num_lead == 1 ? row * stride[0] : 0;
     // The outermost dim needs no division: row < shape[0] once the inner
-    // dims are divided out (one 64-bit division per inner dim, not two).
+    // dims are divided out (one 64-bit division per inner dim; the % and /
+    // of a dim share one).
     int64_t off = 0;
     for (int i = num_lead - 1; i > 0; --i) {
       off += (row % shape[i]) * stride[i];

@@ -1,6 +1,7 @@
 // QkNorm's jobs: qk_norm.cc -> qk_norm_cpu.cc (the forward, the check of the
 // RoPE positions) and qk_norm_backward.cc -> qk_norm_backward_cpu.cc (the
-// RoPE backward; the norm backward is ops/rms_norm/'s).
+// RoPE backward of heads wider than kMaxRopeRowWidth; the norm backward,
+// which un-rotates narrower heads itself, is ops/rms_norm/'s).
 #ifndef GLMNORM_SRC_OPS_QK_NORM_QK_NORM_JOB_H_
 #define GLMNORM_SRC_OPS_QK_NORM_QK_NORM_JOB_H_
 
@@ -104,10 +105,10 @@ struct OpKernels<RopePositionsCheckJob> {
   static void CpuRows(const RopePositionsCheckJob& job, int64_t row_begin, int64_t row_end);
 };
 
-// The RoPE backward (QkNormBackward with rope.rotary_dim > 0): rows are
-// tokens; the q and k heads of `in` (dqkv_out's first heads * head_dim
-// columns) rotated back (RotateHead, transposed) into `out`, dims from
-// rotary_dim on copied. in and out have the dtype `type`.
+// The RoPE backward as a pass of its own (QkNormBackward with
+// rope.rotary_dim > 0 and head_dim > kMaxRopeRowWidth): rows are tokens; the
+// q and k heads of `in` (dqkv_out's first heads * head_dim columns) rotated
+// back (UnrotateHead) into `out`. in and out have the dtype `type`.
 struct QkRopeBackwardJob {
   JobSize size;
   DType type = DType::kF32;
