@@ -39,8 +39,10 @@ struct QkHeads {
   int head_dim = 128;
 };
 
+// rotary_dim 0 with a table or positions given is an error (a forgotten
+// rotary_dim), as is rotary_dim > 0 without both tables.
 struct Rope {
-  int rotary_dim = 0;  // 0: no RoPE; else even and <= head_dim
+  int rotary_dim = 0;  // 0: no RoPE (cos, sin, positions left empty); else even and <= head_dim
   ConstTensorView cos;  // f32 [positions, rotary_dim/2]
   ConstTensorView sin;  // f32 [positions, rotary_dim/2]
   ConstTensorView positions;  // i64 [tokens]; rank 0 (the default): token t uses row t

@@ -85,7 +85,8 @@ size_t NormBackwardWorkspaceBytes(int64_t rows, int64_t width);
 //   rstd:   optional (rank 0 = absent): f32 1-D [rows], any stride, as saved by
 //           RmsNormWithRstd with the same options; used instead of recomputing
 //           (same bits, except in the last bit of xf on rows the forward
-//           rescaled against float32 overflow / underflow, SPEC.md §9)
+//           rescaled against float32 overflow / underflow, SPEC.md §9); each
+//           value must be >= 0 or NaN (a negative one is an error)
 // Errors (glmnorm::Error, nothing written) name the argument and what was
 // expected. 0 rows: dx untouched, dgamma zeros. Width 0: nothing to do.
 void RmsNormBackward(const ConstTensorView& x, const ConstTensorView& gamma,

@@ -126,11 +126,9 @@ def _opt_desc(a, name, fn):
     return _arrays.EMPTY if a is None else _desc(a, name, fn)
 
 
-def _rope(fn, rotary_dim, cos, sin, positions):
-    """Descriptors of (cos, sin, positions): empty when rotary_dim is 0 (or not an int: the
-    extension reports that) or the table is None (the library then says what it needs)."""
-    if not rotary_dim or not isinstance(rotary_dim, int):
-        return (_arrays.EMPTY, _arrays.EMPTY, _arrays.EMPTY)
+def _rope(fn, cos, sin, positions):
+    """Descriptors of (cos, sin, positions), empty for None: the library checks them against
+    rotary_dim (tables without rotary_dim, or rotary_dim without tables, are errors)."""
     return (_opt_desc(cos, "cos", fn), _opt_desc(sin, "sin", fn),
             _opt_desc(positions, "positions", fn))
 
@@ -171,7 +169,7 @@ def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, h
     din = dout if out is qkv else _desc(qkv, "qkv", fn)
     _ext.qk_norm(din, dout, num_q_heads, num_k_heads, num_v_heads, head_dim,
                  _desc(q_weight, "q_weight", fn), _desc(k_weight, "k_weight", fn), eps, rounding,
-                 weight_offset, rotary_dim, *_rope(fn, rotary_dim, cos, sin, positions))
+                 weight_offset, rotary_dim, *_rope(fn, cos, sin, positions))
     return out
 
 
@@ -372,7 +370,7 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
                           num_k_heads, num_v_heads, head_dim, _desc(q_weight, "q_weight", fn),
                           _desc(k_weight, "k_weight", fn), _desc(dq, "dq_weight", fn, True),
                           _desc(dk, "dk_weight", fn, True), eps, rounding, weight_offset,
-                          rotary_dim, *_rope(fn, rotary_dim, cos, sin, positions))
+                          rotary_dim, *_rope(fn, cos, sin, positions))
     if fresh and num_v_heads > 0:
         v = slice((num_q_heads + num_k_heads) * head_dim, None)
         out[..., v] = dqkv[..., v]  # converted to out's dtype (numpy and torch alike)

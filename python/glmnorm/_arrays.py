@@ -87,7 +87,7 @@ def _torch_desc(a, name, writable, fn):
                            "qk_norm are differentiable), or torch.no_grad()")
     shape = a.shape
     if len(shape) > _MAX_RANK:  # a descriptor holds at most 4 dims (the library checks 1..4)
-        raise ValueError(f"{fn}: {name}: rank must be 1..{_MAX_RANK}, got {len(shape)}")
+        raise ValueError(f"{fn}: {name}.rank must be 1..{_MAX_RANK}, got {len(shape)}")
     if writable:
         if a.is_inference() and not _torch.is_inference_mode_enabled():
             raise RuntimeError(f"{fn}: {name}: Inplace update to inference tensor outside "
@@ -114,7 +114,7 @@ def _numpy_desc(a, name, writable, fn):
             raise ValueError(f"{fn}: {name}: strides must be whole elements, got {a.strides} bytes")
         strides.append(s // item)
     if len(strides) > _MAX_RANK:  # a descriptor holds at most 4 dims (the library checks 1..4)
-        raise ValueError(f"{fn}: {name}: rank must be 1..{_MAX_RANK}, got {len(strides)}")
+        raise ValueError(f"{fn}: {name}.rank must be 1..{_MAX_RANK}, got {len(strides)}")
     return (a.__array_interface__["data"][0], code, a.shape, strides)
 
 

@@ -93,7 +93,7 @@ glmnorm::BasicTensorView<Ptr> View(const char* op, const at::Tensor& t, const ch
   glmnorm::BasicTensorView<Ptr> v;
   v.dtype = Code(op, t, name);
   TORCH_CHECK_VALUE(t.dim() >= 1 && t.dim() <= glmnorm::kMaxRank, "glmnorm.", op, ": ", name,
-                    ": rank must be 1..", glmnorm::kMaxRank, ", got ", t.dim(), " (shape ",
+                    ".rank must be 1..", glmnorm::kMaxRank, ", got ", t.dim(), " (shape ",
                     t.sizes(), ")");
   v.data = t.data_ptr();
   v.rank = static_cast<int>(t.dim());
@@ -188,14 +188,13 @@ at::Tensor AddRmsNorm(const at::Tensor& residual, const at::Tensor& delta,
   }
 }
 
-// The Rope argument of the QK ops (rotary_dim 0: none, the tables unread; an
-// absent table is an empty view, which the library refuses when needed).
+// The Rope argument of the QK ops: an absent table is an empty view; the
+// library checks the tables against rotary_dim.
 glmnorm::Rope RopeOf(const char* op, int64_t rotary_dim, const std::optional<at::Tensor>& cos,
                      const std::optional<at::Tensor>& sin,
                      const std::optional<at::Tensor>& positions) {
   const auto table = [&](const std::optional<at::Tensor>& t, const char* name) {
-    return rotary_dim != 0 && t.has_value() ? View<const void*>(op, *t, name)
-                                            : glmnorm::ConstTensorView{};
+    return t.has_value() ? View<const void*>(op, *t, name) : glmnorm::ConstTensorView{};
   };
   return {glmnorm::Int32Argument("rotary_dim", rotary_dim), table(cos, "cos"), table(sin, "sin"),
           table(positions, "positions")};

@@ -210,12 +210,17 @@ def _messages(fn):
 
 def test_rank5_input_is_refused_alike_everywhere():
     x5 = torch.randn(1, 1, 1, 2, 64)
-    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x: rank must be 1..4, got 5"):
+    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x.rank must be 1..4, got 5"):
         OPS.rms_norm(x5, torch.ones(64))
-    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x: rank must be 1..4, got 5"):
+    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x.rank must be 1..4, got 5"):
         glmnorm.rms_norm(x5, torch.ones(64))
-    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x: rank must be 1..4, got 5"):
+    with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x.rank must be 1..4, got 5"):
         gt.RMSNorm(64)(x5)
+    # Rank 0 is the library's to refuse, in the same words.
+    x0 = torch.tensor(1.0)
+    for call in (OPS.rms_norm, glmnorm.rms_norm):
+        with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x.rank must be 1..4, got 0"):
+            call(x0, torch.ones(64))
 
 
 def test_empty_inputs_with_zero_strides_are_a_no_op_everywhere():
@@ -248,26 +253,37 @@ def test_a_descriptor_the_package_could_not_make_is_an_internal_error():
             glmnorm._ext.rms_norm(bad, ok, ok, 1e-5, "single", 0.0)
 
 
-def test_rope_without_tables_is_refused_by_the_library_alike_everywhere():
-    """rotary_dim > 0 with a table missing: the library's rule and message, through the
-    package and the torch op; with rotary_dim 0 the tables are not read."""
+def test_rope_tables_and_rotary_dim_must_agree_alike_everywhere():
+    """rotary_dim > 0 with a table missing, or a table with rotary_dim left at 0 (a
+    forgotten rotary_dim would silently skip RoPE): the library's rule and message, through
+    the package and the torch ops."""
     qkv = torch.randn(3, 32)
     w = torch.ones(8)
     heads = dict(num_q_heads=2, num_k_heads=1, num_v_heads=1, head_dim=8)
     cos = torch.ones(3, 2)
-    want = ("rotary_dim > 0 needs cos and sin tables, got cos of rank 2 and sin of rank 0")
-    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm: " + want):
-        glmnorm.qk_norm(qkv, w, w, **heads, rotary_dim=4, cos=cos)
-    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm: " + want):
-        OPS.qk_norm(qkv, w, w, *heads.values(), rotary_dim=4, cos=cos)
-    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm_: " + want):
-        OPS.qk_norm_(qkv, w, w, *heads.values(), rotary_dim=4, cos=cos)
-    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm_backward: " + want):
-        glmnorm.qk_norm_backward(qkv, w, w, qkv, **heads, rotary_dim=4, cos=cos)
-    plain = glmnorm.qk_norm(qkv, w, w, **heads)
-    ignored = torch.ones(1, dtype=torch.int8)  # not a table: unread with rotary_dim 0
-    assert torch.equal(glmnorm.qk_norm(qkv, w, w, **heads, cos=ignored, sin=ignored), plain)
-    assert torch.equal(OPS.qk_norm(qkv, w, w, *heads.values(), cos=ignored, sin=ignored), plain)
+    calls = {
+        "glmnorm.qk_norm": lambda **kw: glmnorm.qk_norm(qkv, w, w, **heads, **kw),
+        "glmnorm.qk_norm_backward": lambda **kw: glmnorm.qk_norm_backward(qkv, w, w, qkv,
+                                                                          **heads, **kw),
+        "glmnorm.qk_norm ": lambda **kw: OPS.qk_norm(qkv, w, w, *heads.values(), **kw),
+        "glmnorm.qk_norm_": lambda **kw: OPS.qk_norm_(qkv, w, w, *heads.values(), **kw),
+        "glmnorm.qk_norm_backward ": lambda **kw: OPS.qk_norm_backward(
+            qkv, w, w, qkv, *heads.values(), **kw),
+    }
+    missing = r"rotary_dim 4 needs sin, f32 \[positions, rotary_dim / 2 = 2\]; none was given$"
+    unused = (r"{} is given but rotary_dim is 0 \(no RoPE\): set rotary_dim \(GLM-4.5: "
+              r"head_dim / 2 = 4\) or leave out cos, sin and positions$")
+    for fn, call in calls.items():
+        prefix = "^" + fn.strip() + ": "
+        with pytest.raises(ValueError, match=prefix + missing):
+            call(rotary_dim=4, cos=cos)
+        with pytest.raises(ValueError, match=prefix + unused.format("cos")):
+            call(cos=cos, sin=cos)
+        with pytest.raises(ValueError, match=prefix + unused.format("positions")):
+            call(positions=torch.arange(3))
+        # Out-of-range positions are still reported as such, not hidden.
+        with pytest.raises(ValueError, match=prefix + unused.format("positions")):
+            call(positions=torch.tensor([0, 99, 5]))
 
 
 @pytest.mark.parametrize("shape", [(32,), (6, 32), (2, 3, 32), (3, 1, 2, 32)])
@@ -547,3 +563,4 @@ def test_newcomer_messages_name_python_arguments():
     with pytest.raises(RuntimeError, match="rms_norm_backward has no backward: glmnorm has no "
                                            "double backward"):
         torch.autograd.grad(y.sum(), xt, create_graph=True)
+

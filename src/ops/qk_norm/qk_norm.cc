@@ -3,6 +3,7 @@
 #include "glmnorm/qk_norm.h"
 
 #include <string>
+#include <utility>
 
 #include "backend/backend.h"
 #include "core/validate.h"
@@ -94,22 +95,39 @@ void ValidateQkGammaDTypes(const char* fn, DType q, DType k, DType qkv, const ch
 
 void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
                   const TensorView& out, const char* out_name, const Execution& execution) {
-  if (rope.rotary_dim != 0) {
+  if (rope.rotary_dim == 0) {
+    // A table given without rotary_dim is a forgotten rotary_dim, not a
+    // request for no RoPE: refused rather than silently unread.
+    for (const auto& [name, t] :
+         {std::pair{"rope.cos", &rope.cos}, std::pair{"rope.sin", &rope.sin},
+          std::pair{"rope.positions", &rope.positions}}) {
+      if (t->rank != 0) {
+        validate::Fail(fn, std::string(name) +
+                               " is given but rope.rotary_dim is 0 (no RoPE): "
+                               "set rope.rotary_dim (GLM-4.5: head_dim / 2 = " +
+                               Str(head_dim / 2) +
+                               ") or leave out rope.cos, rope.sin and rope.positions");
+      }
+    }
+  } else {
     if (rope.rotary_dim < 0 || rope.rotary_dim % 2 != 0 || rope.rotary_dim > head_dim) {
       validate::Fail(fn, "rope.rotary_dim must be 0 (no RoPE) or even and <= head_dim " +
-                              Str(head_dim) + ", got " + Str(rope.rotary_dim));
-    }
-    if (rope.cos.rank == 0 || rope.sin.rank == 0) {
-      validate::Fail(fn, "rope.rotary_dim > 0 needs rope.cos and rope.sin tables, got rope.cos "
-                         "of rank " + Str(rope.cos.rank) + " and rope.sin of rank " +
-                             Str(rope.sin.rank));
+                             Str(head_dim) + ", got " + Str(rope.rotary_dim));
     }
     const int64_t half = rope.rotary_dim / 2;
+    for (const auto& [name, t] :
+         {std::pair{"rope.cos", &rope.cos}, std::pair{"rope.sin", &rope.sin}}) {
+      if (t->rank == 0) {
+        validate::Fail(fn, "rope.rotary_dim " + Str(rope.rotary_dim) + " needs " + name +
+                               ", f32 [positions, rotary_dim / 2 = " + Str(half) +
+                               "]; none was given");
+      }
+    }
     ValidateTable(fn, "cos", rope.cos, half);
     ValidateTable(fn, "sin", rope.sin, half);
     if (rope.sin.shape[0] != rope.cos.shape[0]) {
       validate::Fail(fn, "rope.sin must have as many positions as rope.cos (" +
-                              Str(rope.cos.shape[0]) + "), got " + Str(rope.sin.shape[0]));
+                             Str(rope.cos.shape[0]) + "), got " + Str(rope.sin.shape[0]));
     }
     validate::NoPartialOverlap(fn, "rope.cos", rope.cos, out_name, out, false);
     validate::NoPartialOverlap(fn, "rope.sin", rope.sin, out_name, out, false);

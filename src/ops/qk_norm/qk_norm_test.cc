@@ -514,6 +514,20 @@ TEST(QkNorm, Errors) {
   ExpectQkError([](QkArgs& a) { a.rope.rotary_dim = 6; },
                 "rope.cos must be 2-D [positions, rotary_dim/2 = 3], got [10, 2]");
   ExpectQkError([](QkArgs& a) { a.pos[1] = 10; }, "rope.positions[1] must be in [0, 10), got 10");
+  // Tables without rotary_dim are a forgotten rotary_dim, not "no RoPE".
+  ExpectQkError([](QkArgs& a) { a.rope.rotary_dim = 0; },
+                "rope.cos is given but rope.rotary_dim is 0 (no RoPE): set rope.rotary_dim "
+                "(GLM-4.5: head_dim / 2 = 4) or leave out rope.cos, rope.sin and rope.positions");
+  ExpectQkError(
+      [](QkArgs& a) {
+        a.rope.rotary_dim = 0;
+        a.rope.cos = {};
+        a.rope.sin = {};
+      },
+      "rope.positions is given but rope.rotary_dim is 0");
+  ExpectQkError([](QkArgs& a) { a.rope.sin = {}; },
+                "rope.rotary_dim 4 needs rope.sin, f32 [positions, rotary_dim / 2 = 2]; none was "
+                "given");
   ExpectQkError([](QkArgs& a) { a.kg.shape[0] = 7; }, "k_gamma length must equal the width 8");
   ExpectQkError(
       [](QkArgs& a) {

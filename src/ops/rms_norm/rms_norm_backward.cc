@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "core/format_number.h"
 #include "core/validate.h"
 #include "ops/rms_norm/rms_norm_backward_job.h"
 
@@ -65,6 +66,17 @@ void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormO
     }
     if (a.rstd.dtype != DType::kF32) {
       validate::FailDType(fn, "rstd.dtype must be f32, got " + std::string(Name(a.rstd.dtype)));
+    }
+    // 1/rms is never negative; NaN (a row holding NaN) and +inf (a zero row
+    // with eps 0) are what the forward saves for such rows. One pass over
+    // `rows` floats: nothing beside the pass over the rows themselves.
+    const float* rstd = static_cast<const float*>(a.rstd.data);
+    for (int64_t r = 0; r < a.rstd.shape[0]; ++r) {
+      const float v = rstd[r * a.rstd.stride[0]];
+      if (v < 0.0f) {
+        validate::Fail(fn, "rstd[" + std::to_string(r) + "] must be >= 0 or NaN (1/rms as "
+                           "RmsNormWithRstd saves it), got " + ShortestString(v));
+      }
     }
   }
   if (a.dres.rank != 0) {

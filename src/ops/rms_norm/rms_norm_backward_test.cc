@@ -506,6 +506,15 @@ TEST(RmsNormBackwardErrors, NameTheArgumentAndTheExpectation) {
         a.rv = Contiguous<const void*>(a.rstd.data(), DType::kBF16, {4});
       },
       "rstd.dtype must be f32, got bf16");
+  ExpectError(
+      [](Args& a) {
+        // NaN and +inf are what the forward saves for a NaN row and a zero row
+        // with eps 0: accepted. A negative 1/rms cannot come from it.
+        const float v[4] = {1.0f, std::nanf(""), INFINITY, -0.5f};
+        std::memcpy(a.rstd.data(), v, sizeof(v));
+        a.rv = Contiguous<const void*>(a.rstd.data(), DType::kF32, {4});
+      },
+      "rstd[3] must be >= 0 or NaN (1/rms as RmsNormWithRstd saves it), got -0.5");
   ExpectError([](Args& a) { a.ws = Workspace{a.rstd.data(), 8}; },
               "workspace.bytes must be at least");
   ExpectError([](Args& a) { a.dgv.data = a.dx.data(); }, "dgamma overlaps dx");
