@@ -52,7 +52,13 @@ themselves have no backward (no double backward).
 import functools
 import inspect
 
-import torch
+try:
+    import torch
+except ImportError as _e:  # ModuleNotFoundError, or a torch that fails to load
+    raise ImportError(
+        f"glmnorm.torch needs PyTorch, which cannot be imported here ({_e}): install torch "
+        "(pip install torch), then reinstall glmnorm from its source directory so that its "
+        "torch ops are built against it: pip install --force-reinstall --no-deps .") from _e
 from torch import nn
 
 from . import _arrays

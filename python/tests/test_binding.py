@@ -564,3 +564,22 @@ def test_newcomer_messages_name_python_arguments():
                                            "double backward"):
         torch.autograd.grad(y.sum(), xt, create_graph=True)
 
+
+def test_missing_torch_is_an_import_error_with_the_fix():
+    """Without torch, `import glmnorm.torch` says what to install (torch hidden by a
+    meta-path finder in a fresh interpreter); `import glmnorm` itself still works."""
+    code = ("import sys\n"
+            "class NoTorch:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'torch' or name.startswith('torch.'):\n"
+            "            raise ModuleNotFoundError(\"No module named 'torch'\", name=name)\n"
+            "sys.meta_path.insert(0, NoTorch())\n"
+            "import glmnorm, numpy as np\n"
+            "assert glmnorm.rms_norm(np.ones((1, 8), np.float32), np.ones(8, np.float32)).shape"
+            " == (1, 8)\n"
+            "import glmnorm.torch\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: glmnorm.torch needs PyTorch"), r.stderr
+    assert "pip install torch" in last and "pip install --force-reinstall --no-deps ." in last
