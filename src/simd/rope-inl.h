@@ -148,17 +148,6 @@ HWY_INLINE void RotateHeadBackward(D /*d*/, size_t rotary_dim, const T* HWY_REST
   if (i < half) rotate(i, half - i);
 }
 
-// memcpy of a head's few bytes by whole vectors (no libc call per head).
-HWY_INLINE void CopyBytes(const void* HWY_RESTRICT from, void* HWY_RESTRICT to, size_t bytes) {
-  const hn::ScalableTag<uint8_t> du8;
-  constexpr size_t N = hn::MaxLanes(du8);
-  const uint8_t* src = static_cast<const uint8_t*>(from);
-  uint8_t* dst = static_cast<uint8_t*>(to);
-  size_t i = 0;
-  for (; i + N <= bytes; i += N) hn::StoreU(hn::LoadU(du8, src + i), du8, dst + i);
-  if (i < bytes) std::memcpy(dst + i, src + i, bytes - i);
-}
-
 // The gradient of one head of head_dim values before the forward's RoPE:
 // RotateHeadBackward over the first rotary_dim dims, the others as they are
 // (not rotated). in and out must not overlap.
@@ -167,7 +156,7 @@ HWY_INLINE void UnrotateHead(D d, size_t rotary_dim, size_t head_dim, const T* H
                              const float* HWY_RESTRICT cos, const float* HWY_RESTRICT sin,
                              T* HWY_RESTRICT out) {
   RotateHeadBackward(d, rotary_dim, in, cos, sin, out);
-  CopyBytes(in + rotary_dim, out + rotary_dim, (head_dim - rotary_dim) * sizeof(T));
+  std::memcpy(out + rotary_dim, in + rotary_dim, (head_dim - rotary_dim) * sizeof(T));
 }
 
 }  // namespace HWY_NAMESPACE

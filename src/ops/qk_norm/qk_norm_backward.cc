@@ -122,38 +122,37 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
         validate::NoPartialOverlap(kFn, "rope.positions", rope.positions, g_name, *g, false);
       }
     }
-  }
-  if (rope.rotary_dim != 0 && hd <= kMaxRopeRowWidth) {
-    // The norm backward un-rotates each head's gradient as it reads it: one
-    // pass over the gradient, none through memory in between.
-    q.rope = k.rope = RopeTables::Of(rope);
-  } else if (rope.rotary_dim != 0 && tokens > 0 &&
-             heads.num_q_heads + heads.num_k_heads > 0) {
-    // Wider heads: the norm's dy is the un-rotated gradient (the same dtype
-    // as dqkv_out), in a private buffer [tokens, (nq + nk) * head_dim]:
-    // dqkv_in may be dqkv_out, which the norm backward then overwrites while
-    // reading it.
-    const int64_t qk_heads = int64_t{heads.num_q_heads} + heads.num_k_heads;
-    const int64_t qk_cols = qk_heads * hd;
-    void* unrotated = backend::Scratch(
-        backend::ScratchSlot::kRopeBackward,
-        static_cast<size_t>(tokens * qk_cols) * SizeOf(dqkv_out.dtype), execution);
-    QkRopeBackwardJob job;
-    job.type = dqkv_out.dtype;
-    job.in = dqkv_out.data;
-    job.in_row_stride = dqkv_out.stride[0];
-    job.out = unrotated;
-    job.out_row_stride = qk_cols;
-    job.heads = qk_heads;
-    job.head_dim = hd;
-    job.rope = RopeTables::Of(rope);
-    job.size.rows = tokens;
-    job.size.bytes_moved = 2 * tokens * qk_cols * int64_t(SizeOf(dqkv_out.dtype));
-    backend::Run(job, execution);
-    const ConstTensorView u =
-        Rows<const void*>(unrotated, dqkv_out.dtype, tokens, qk_cols, qk_cols);
-    q.dy = Heads(u, 0, heads.num_q_heads, hd);
-    k.dy = Heads(u, heads.num_q_heads, heads.num_k_heads, hd);
+    if (hd <= kMaxRopeRowWidth) {
+      // The norm backward un-rotates each head's gradient as it reads it: one
+      // pass over the gradient, none through memory in between.
+      q.rope = k.rope = RopeTables::Of(rope);
+    } else if (tokens > 0) {
+      // Wider heads: the norm's dy is the un-rotated gradient (the same dtype
+      // as dqkv_out), in a private buffer [tokens, (nq + nk) * head_dim]:
+      // dqkv_in may be dqkv_out, which the norm backward then overwrites while
+      // reading it. (ValidateQkHeads: nq + nk >= 1.)
+      const int64_t qk_heads = int64_t{heads.num_q_heads} + heads.num_k_heads;
+      const int64_t qk_cols = qk_heads * hd;
+      void* unrotated = backend::Scratch(
+          backend::ScratchSlot::kRopeBackward,
+          static_cast<size_t>(tokens * qk_cols) * SizeOf(dqkv_out.dtype), execution);
+      QkRopeBackwardJob job;
+      job.type = dqkv_out.dtype;
+      job.in = dqkv_out.data;
+      job.in_row_stride = dqkv_out.stride[0];
+      job.out = unrotated;
+      job.out_row_stride = qk_cols;
+      job.heads = qk_heads;
+      job.head_dim = hd;
+      job.rope = RopeTables::Of(rope);
+      job.size.rows = tokens;
+      job.size.bytes_moved = 2 * tokens * qk_cols * int64_t(SizeOf(dqkv_out.dtype));
+      backend::Run(job, execution);
+      const ConstTensorView u =
+          Rows<const void*>(unrotated, dqkv_out.dtype, tokens, qk_cols, qk_cols);
+      q.dy = Heads(u, 0, heads.num_q_heads, hd);
+      k.dy = Heads(u, heads.num_q_heads, heads.num_k_heads, hd);
+    }
   }
   detail::RunNormBackward(kFn, q, options, workspace, execution);
   detail::RunNormBackward(kFn, k, options, workspace, execution);
