@@ -70,13 +70,19 @@ void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormO
     // 1/rms is never negative; NaN (a row holding NaN) and +inf (a zero row
     // with eps 0) are what the forward saves for such rows. One pass over
     // `rows` floats: nothing beside the pass over the rows themselves.
-    const float* rstd = static_cast<const float*>(a.rstd.data);
-    for (int64_t r = 0; r < a.rstd.shape[0]; ++r) {
-      const float v = rstd[r * a.rstd.stride[0]];
-      if (v < 0.0f) {
-        validate::Fail(fn, "rstd[" + std::to_string(r) + "] must be >= 0 or NaN (1/rms as "
-                           "RmsNormWithRstd saves it), got " + ShortestString(v));
-      }
+    int64_t bad_row = a.rstd.shape[0];
+    float bad_value = 0.0f;
+    RstdCheckJob check;
+    check.rstd = static_cast<const float*>(a.rstd.data);
+    check.stride = a.rstd.stride[0];
+    check.rows = a.rstd.shape[0];
+    check.bad_row = &bad_row;
+    check.bad_value = &bad_value;
+    check.size.rows = check.rows > 0 ? 1 : 0;
+    backend::Run(check, Execution{});  // one task: no thread to choose
+    if (bad_row < a.rstd.shape[0]) {
+      validate::Fail(fn, "rstd[" + std::to_string(bad_row) + "] must be >= 0 or NaN (1/rms as "
+                         "RmsNormWithRstd saves it), got " + ShortestString(bad_value));
     }
   }
   if (a.dres.rank != 0) {

@@ -495,5 +495,16 @@ void OpKernels<DGammaReduceJob>::CpuRows(const DGammaReduceJob& job, int64_t gro
                                          int64_t group_end) {
   HWY_DYNAMIC_DISPATCH(ReduceDGamma)(job, group_begin, group_end);
 }
+// Plain C++: a scan of one float per row gains nothing from SIMD targets.
+void OpKernels<RstdCheckJob>::CpuRows(const RstdCheckJob& job, int64_t, int64_t) {
+  for (int64_t r = 0; r < job.rows; ++r) {
+    const float v = job.rstd[r * job.stride];
+    if (v < 0.0f) {  // NaN passes
+      *job.bad_row = r;
+      *job.bad_value = v;
+      return;
+    }
+  }
+}
 }  // namespace glmnorm
 #endif  // HWY_ONCE

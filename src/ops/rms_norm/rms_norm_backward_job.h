@@ -74,6 +74,24 @@ struct DGammaReduceJob {
   DType dgamma_type = DType::kF32;
 };
 
+// The check of a given rstd (ValidateNormBackward): the first of `rows`
+// values below 0, into *bad_row and *bad_value (*bad_row left as it is when
+// there is none). The values are tensor data, so a backend reads them, not
+// the front end. One task (size.rows = 1): a row's rstd is 4 bytes.
+struct RstdCheckJob {
+  JobSize size;
+  const float* rstd = nullptr;
+  int64_t stride = 1;  // elements
+  int64_t rows = 0;
+  int64_t* bad_row = nullptr;
+  float* bad_value = nullptr;
+};
+
+template <>
+struct OpKernels<RstdCheckJob> {
+  static void CpuRows(const RstdCheckJob& job, int64_t row_begin, int64_t row_end);
+};
+
 template <>
 struct OpKernels<RmsNormBackwardJob> {
   static void CpuRows(const RmsNormBackwardJob& job, int64_t block_begin, int64_t block_end);
