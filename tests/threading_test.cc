@@ -17,6 +17,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/thread_pool.h"
 #include "core/validate.h"
+#include "core/work_cost.h"
 
 #include "glmnorm/glmnorm.h"
 #include "support/test_support.h"
@@ -143,6 +144,47 @@ TEST(Threading, EveryTaskRunsOnceWhetherWorkersSpinOrSleep) {
   }  // each pool is destroyed right after a job, its workers still spinning
 }
 
+// A job that may not wake a sleeping worker (small jobs: ThreadPool::Run's
+// may_wake = false) runs on the caller alone once the workers sleep and the
+// last job is older than the spin; right after a job it may use them. Every
+// task runs once either way.
+TEST(Threading, SmallJobsDoNotWakeSleepingWorkers) {
+  struct Job {
+    std::atomic<int> runs[8];
+    std::atomic<int> off_caller{0};
+    std::thread::id caller = std::this_thread::get_id();
+    // 100 us each: a worker that was woken takes some of the 8 tasks.
+    static void Task(void* ctx, size_t i) {
+      auto* job = static_cast<Job*>(ctx);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      if (std::this_thread::get_id() != job->caller) ++job->off_caller;
+      ++job->runs[i];
+    }
+  };
+  for (int64_t spin : {ThreadPool::SpinNanosFrom(nullptr), int64_t{0}}) {
+    ThreadPool pool(2, spin);
+    int alone = 0;  // rounds whose job after the pause ran on the caller alone
+    for (int round = 0; round < 10; ++round) {
+      Job woken, after_pause, back_to_back;
+      pool.Run(8, &Job::Task, &woken);  // may wake the worker
+      // Far longer than the spin (50 us): the worker sleeps, the last job is
+      // old. (A worker preempted in its spin for 10 ms still counts as awake:
+      // hence "most rounds" on a loaded machine.)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      pool.Run(8, &Job::Task, &after_pause, /*may_wake=*/false);
+      alone += after_pause.off_caller.load() == 0;
+      pool.Run(8, &Job::Task, &back_to_back, /*may_wake=*/false);
+      for (Job* job : {&woken, &after_pause, &back_to_back}) {
+        for (auto& r : job->runs) ASSERT_EQ(r.load(), 1);
+      }
+    }
+    // Waking the worker, it takes some of the 800 us of tasks in most rounds.
+    EXPECT_GE(alone, 8) << "sleeping workers were woken (spin " << spin << " ns)";
+  }
+}
+
 // GLMNORM_SPIN_US: microseconds, 0 turns the spin off; anything else is an
 // error that names the variable and the value (the text's rule:
 // Settings.WholeNumberSettingTakesDigitsOnly).
@@ -184,22 +226,25 @@ TEST(Settings, WholeNumberSettingTakesDigitsOnly) {
   }
 }
 
-// The default pool splits a job once each thread's share is 256 KiB moved
-// (16 tokens of 5120 f32 over 2 threads); smaller jobs stay on the caller.
+// The default pool splits a job once each thread's share is 2 us of work as
+// the front end estimates it (core/work_cost.h); smaller jobs stay on the
+// caller.
 TEST(Threading, SmallJobsSplitOnlyWhenEachShareIsLargeEnough) {
   if (AvailableCpus() < 2) GTEST_SKIP() << "one CPU: every job stays on the caller";
   SetNumThreads(2);
-  const auto tasks = [](int64_t rows, int64_t bytes) {
+  const auto tasks = [](int64_t rows, double ns_per_element, int64_t width = 5120) {
     JobSize size;
     size.rows = rows;
-    size.bytes_moved = bytes;
+    size.work_ns = work_cost::Ns(rows * width, ns_per_element);
     return cpu::ChooseSplit({}, size).num_tasks;
   };
-  EXPECT_GT(tasks(16, 16 * 5120 * 4 * 2), 1);  // rms_norm 16x5120 f32: 640 KiB
-  EXPECT_EQ(tasks(6, 6 * 5120 * 4 * 2), 1);    // 240 KiB
-  EXPECT_EQ(tasks(1, int64_t{1} << 30), 1);    // one row: nothing to split
+  EXPECT_GT(tasks(8, work_cost::kRmsNorm), 1);        // 6.6 us
+  EXPECT_EQ(tasks(4, work_cost::kRmsNorm), 1);        // 3.3 us
+  EXPECT_EQ(tasks(2, work_cost::kRmsNorm, 4096), 1);  // 1.3 us: 1.2x slower split
+  EXPECT_GT(tasks(2, work_cost::kRmsNormQuant), 1);   // 4.6 us on 30 KiB
+  EXPECT_EQ(tasks(1, 1e6), 1);                        // one row: nothing to split
   SetNumThreads(1);
-  EXPECT_EQ(tasks(4096, int64_t{1} << 30), 1);
+  EXPECT_EQ(tasks(4096, work_cost::kRmsNorm), 1);
   SetNumThreads(AvailableCpus());
 }
 

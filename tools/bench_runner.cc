@@ -17,6 +17,7 @@
 #include "glmnorm/error.h"
 #include "glmnorm/execution.h"
 #include "backend/cpu/cpu_backend.h"
+#include "core/work_cost.h"
 #include "reference/reference.h"
 
 namespace glmnorm::tools {
@@ -82,7 +83,7 @@ class StreamsPass {
     for (const auto* bytes : {&s.read, &s.write}) {
       for (int64_t b : *bytes) {
         largest = std::max(largest, b);
-        total_ += b;  // in-place writes move bytes too (the split's bytes_moved)
+        total_ += b;  // in-place writes move bytes too
       }
     }
     lines_ = (largest + 63) / 64;
@@ -98,7 +99,8 @@ class StreamsPass {
     }
   }
   void Run(bool stream) {
-    cpu::RunRows({}, {lines_ / kTaskLines + 1, total_}, [&](int64_t t0, int64_t t1) {
+    const JobSize size{lines_ / kTaskLines + 1, work_cost::Ns(total_, work_cost::kStreamByte)};
+    cpu::RunRows({}, size, [&](int64_t t0, int64_t t1) {
       __m128i acc = _mm_set1_epi32(1);
       const __m128i fill = _mm_set1_epi32(static_cast<int>(t0));
       const int64_t end = std::min(lines_, t1 * kTaskLines);

@@ -3,14 +3,19 @@
 //
 // By default a call splits its rows over a process-wide pool of persistent
 // worker threads (created once, on first use; never per call), each thread
-// taking a share of at least 256 KiB moved: smaller inputs run on the calling
-// thread. After a call the workers spin for 50 us (yielding the CPU each
-// round) before they sleep, so that back-to-back calls find them running; a
-// call never waits for a sleeping worker to wake. The environment variable
-// GLMNORM_SPIN_US sets the spin in microseconds (0: sleep at once, for cores
-// shared with other busy work), read when the pool is first built; a value
-// that is not a whole number from 0 to 1000000 makes that call fail with
-// glmnorm::Error. Callers that own their threads pass an Executor.
+// taking a share of at least about 2 us of work (estimated from the op and
+// its element count): smaller inputs run on the calling thread. After a call
+// the workers spin for 50 us (yielding the CPU each round) before they sleep,
+// so that back-to-back calls find them running; a call never waits for a
+// sleeping worker to wake, and a call of under about 50 us of work does not
+// wake one at all (the wake-up costs more than it saves): it runs on the
+// calling thread unless a worker is still spinning or calls come back to
+// back. The environment variable GLMNORM_SPIN_US sets the spin in
+// microseconds (0: sleep at once, for cores shared with other busy work; then
+// calls under 50 us always run on the calling thread), read when the pool is
+// first built; a value that is not a whole number from 0 to 1000000 makes that
+// call fail with glmnorm::Error. Callers that own their threads pass an
+// Executor.
 #ifndef GLMNORM_EXECUTION_H_
 #define GLMNORM_EXECUTION_H_
 

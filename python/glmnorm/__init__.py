@@ -380,10 +380,11 @@ def qk_norm_backward(qkv, q_weight, k_weight, dqkv, *, num_q_heads, num_k_heads,
 def set_num_threads(n):
     """Threads (caller included) of glmnorm's own pool; n >= 1 (ValueError otherwise).
     The pool uses min(n, the CPUs this process may run on), and num_threads() reports
-    that; the default is every such CPU. Work under 256 KiB moved per thread runs on fewer
-    threads, and workers spin for 50 us after a call before they sleep
-    (GLMNORM_SPIN_US=0 turns the spin off; include/glmnorm/execution.h). The torch ops use the same pool (one native library, libglmnorm.so);
-    independent of torch.set_num_threads."""
+    that; the default is every such CPU. Work under ~2 us per thread runs on fewer
+    threads; workers spin for 50 us after a call before they sleep, and a call under ~50 us
+    of work wakes no sleeping worker (GLMNORM_SPIN_US=0 turns the spin off;
+    include/glmnorm/execution.h). The torch ops use the same pool (one native library,
+    libglmnorm.so); independent of torch.set_num_threads."""
     _ext.set_num_threads(n)
 
 

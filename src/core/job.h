@@ -85,11 +85,12 @@ struct QuantParams {
   int64_t scales_stride = 1;  // elements
 };
 
-// How much work a job is: rows for the thread split, bytes moved for the
-// decision to split at all (and for a device's launch configuration later).
+// How much work a job is: rows for the thread split (its unit), and the time
+// one thread would take, for the decision to split at all. The front end
+// estimates work_ns from the job's elements (core/work_cost.h).
 struct JobSize {
   int64_t rows = 0;
-  int64_t bytes_moved = 0;
+  int64_t work_ns = 0;
 };
 
 // The entry points of an op's kernels, one per backend. Each op's job header

@@ -17,7 +17,7 @@ namespace glmnorm::cpu {
 
 // Where a job's tasks run and how many tasks to cut it into (execution.cc):
 // the caller's executor, or the default pool when the job is large enough
-// that every thread's share pays for the handoff (see kMinBytesPerThread
+// that every thread's share pays for the handoff (see kMinNsPerThread
 // there), or the calling thread alone (num_tasks = 1, run = nullptr).
 struct Split {
   Executor exec;

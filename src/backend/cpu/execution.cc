@@ -62,7 +62,7 @@ ThreadPool::ThreadPool(int num_threads, int64_t spin_nanos) : spin_nanos_(spin_n
   // after the first call could copy a worker still inside its thread start,
   // holding an allocator lock that no thread of the child releases: ASan's
   // allocator (GCC 12) has no fork handlers, and such children hung in calloc
-  // (Threading.ForkChildRunsOpsResizesAndExits under ASan, once the 256 KiB
+  // (Threading.ForkChildRunsOpsResizesAndExits under ASan, once a lower split
   // gate made its parent's call the one that started the workers). At most
   // 2 s: a worker that cannot start (a child forked while another thread of
   // its parent was in ASan's allocator) must not hang the caller, who runs
@@ -99,7 +99,11 @@ void ThreadPool::WorkerLoop() {
   done_.notify_all();
   bool after_job = false;  // spin only after a job: a new worker sleeps until the first
   for (;;) {
-    if (after_job) SpinFor([&] { return generation_.load(std::memory_order_acquire) != seen; });
+    if (after_job) {
+      spinning_.fetch_add(1, std::memory_order_relaxed);
+      SpinFor([&] { return generation_.load(std::memory_order_acquire) != seen; });
+      spinning_.fetch_sub(1, std::memory_order_relaxed);
+    }
     after_job = true;
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -119,12 +123,21 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
-void ThreadPool::Run(size_t num_tasks, Executor::Task task, void* ctx) {
+void ThreadPool::Run(size_t num_tasks, Executor::Task task, void* ctx, bool may_wake) {
   std::unique_lock<std::mutex> run_lock(run_mutex_, std::try_to_lock);
-  if (!run_lock.owns_lock() || workers_.empty() || num_tasks <= 1) {
+  const auto awake = [&] {
+    return spinning_.load(std::memory_order_relaxed) > 0 ||
+           NowNanos() - last_end_ns_.load(std::memory_order_relaxed) < spin_nanos_;
+  };
+  if (!run_lock.owns_lock() || workers_.empty() || num_tasks <= 1 || (!may_wake && !awake())) {
     for (size_t i = 0; i < num_tasks; ++i) task(ctx, i);
+    if (run_lock.owns_lock()) last_end_ns_.store(NowNanos(), std::memory_order_relaxed);
     return;
   }
+  struct MarkEnd {
+    ThreadPool* pool;
+    ~MarkEnd() { pool->last_end_ns_.store(NowNanos(), std::memory_order_relaxed); }
+  } mark_end{this};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     task_ = task;
@@ -198,6 +211,10 @@ void RunOnDefaultPool(void*, size_t num_tasks, Executor::Task task, void* ctx) {
   DefaultPool()->Run(num_tasks, task, ctx);
 }
 
+void RunOnDefaultPoolIfAwake(void*, size_t num_tasks, Executor::Task task, void* ctx) {
+  DefaultPool()->Run(num_tasks, task, ctx, /*may_wake=*/false);
+}
+
 void RunSerially(void*, size_t num_tasks, Executor::Task task, void* ctx) {
   for (size_t i = 0; i < num_tasks; ++i) task(ctx, i);
 }
@@ -217,6 +234,12 @@ std::shared_ptr<ThreadPool> DefaultPool() {
 Executor DefaultExecutor() {
   Executor e;
   e.run = RunOnDefaultPool;
+  return e;
+}
+
+Executor DefaultExecutorIfAwake() {
+  Executor e;
+  e.run = RunOnDefaultPoolIfAwake;
   return e;
 }
 
@@ -246,16 +269,22 @@ namespace cpu {
 
 namespace {
 
-// A thread joins a job only if its share is at least this many bytes moved.
-// Workers spin between jobs (ThreadPool), so in back-to-back calls a share of
-// 256 KiB (16 tokens of 5120 f32 over 2 threads) pays for the handoff: on
-// Zen 4, 2 threads took rms_norm 16x5120 f32 from 17 to 10 us through the
-// torch op (docs/PERFORMANCE.md, "Threads for small calls"). A call that finds
-// the workers asleep costs about what 1 thread costs: the caller does not
-// wait for them to wake, it takes the tasks itself. Below 256 KiB a share
-// gained nothing measurable. The old gate (2 MiB) dated from workers that
-// slept between jobs.
-constexpr int64_t kMinBytesPerThread = int64_t{256} << 10;
+// A thread joins a job only if its share is at least this much work, as
+// the front end estimated it (JobSize::work_ns, core/work_cost.h). Workers
+// spin between jobs (ThreadPool), so in back-to-back calls a share of 2 us
+// pays for the handoff: on Zen 4, 2 threads took qk_norm_rope 2x104x128
+// bf16 from 5.8 to 4.2 us and rms_norm 8x5120 f32 from 6.5 to 3.8 us. Shares
+// of 1.2-1.6 us won 1.1-1.25x in most runs but lost up to 1.6x in some (the
+// VM's scheduling); rms_norm 2x4096 f32 (1.3 us of work) lost 1.2x
+// (docs/PERFORMANCE.md, "Threads for small calls").
+constexpr int64_t kMinNsPerThread = 2000;
+// Waking a sleeping worker costs the caller 5-15 us in a VM (a futex call and
+// an interrupt to an idle virtual CPU), on top of the wait for a worker that
+// woke in time to take a task: after a pause, 2 threads made rms_norm
+// 16x5120 f32 1.4x slower than 1 thread. A job shorter than this wakes no
+// sleeping worker: it splits only when a worker is awake or calls come back
+// to back (ThreadPool::Run, may_wake).
+constexpr int64_t kWakeNs = 50000;
 constexpr int64_t kTasksPerThread = 4;
 
 }  // namespace
@@ -269,11 +298,11 @@ Split ChooseSplit(const Execution& execution, const JobSize& size) {
     split.num_tasks = std::min<int64_t>(size.rows, 16 * kTasksPerThread);
     return split;
   }
-  const int64_t by_size = size.bytes_moved / kMinBytesPerThread;
+  const int64_t by_size = size.work_ns / kMinNsPerThread;
   if (by_size < 2) return split;
   const int64_t threads = std::min<int64_t>(by_size, NumThreads());
   if (threads < 2) return split;
-  split.exec = DefaultExecutor();
+  split.exec = size.work_ns < kWakeNs ? DefaultExecutorIfAwake() : DefaultExecutor();
   split.num_tasks = std::min<int64_t>(size.rows, threads * kTasksPerThread);
   return split;
 }

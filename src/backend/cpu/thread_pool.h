@@ -35,9 +35,12 @@ class ThreadPool {
   // is already running a job on this pool, runs everything on the caller
   // instead of waiting (concurrent callers stay safe and never block).
   // The caller takes tasks too and never waits for a sleeping worker to wake:
-  // a worker that wakes after every task was taken skips the job, so a small
-  // job costs the caller one wake-up call, not a thread handoff.
-  void Run(size_t num_tasks, Executor::Task task, void* ctx);
+  // a worker that wakes after every task was taken skips the job. The wake-up
+  // call itself costs the caller 5-15 us in a VM, so with may_wake false a
+  // job runs on the caller alone unless a worker is awake (spinning after a
+  // job) or the pool's last job ended within the spin time (calls coming back
+  // to back, whose next ones then find the workers spinning).
+  void Run(size_t num_tasks, Executor::Task task, void* ctx, bool may_wake = true);
 
   // GLMNORM_SPIN_US (microseconds, 0 to 1000000) when set, else 50 us; read
   // once per process. glmnorm::Error when it is not such a number.
@@ -75,6 +78,10 @@ class ThreadPool {
   // for the last tasks to finish.
   bool open_ = false;
   std::atomic<size_t> active_{0};
+  // Workers spinning after a job (they answer a new one without a wake-up
+  // call), and when the last job on this pool ended (NowNanos).
+  std::atomic<int> spinning_{0};
+  std::atomic<int64_t> last_end_ns_{0};
   size_t started_ = 0;  // workers that reached WorkerLoop (the constructor waits for all)
 };
 
@@ -89,6 +96,10 @@ int AvailableCpus();
 std::shared_ptr<ThreadPool> DefaultPool();
 // Executor that runs on DefaultPool().
 Executor DefaultExecutor();
+// The same pool, but a job never wakes a sleeping worker unless calls come
+// back to back (ThreadPool::Run's may_wake = false): for jobs shorter than
+// the wake-up is worth.
+Executor DefaultExecutorIfAwake();
 
 }  // namespace glmnorm
 

@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "core/validate.h"
+#include "core/work_cost.h"
 #include "glmnorm/rules.h"
 #include "ops/add_rms_norm/add_rms_norm_job.h"
 
@@ -82,8 +83,7 @@ void AddRmsNormImpl(const char* kFn, const TensorView& residual, const ConstTens
   if (validate::Empty(residual)) return;
   AddRmsNormJob job =
       detail::MakeAddJob(residual, delta, gamma, y.data, RowLayout::Of(y), y.dtype, options);
-  job.size.bytes_moved = job.size.rows * residual.width() *
-                         int64_t(2 * SizeOf(residual.dtype) + SizeOf(delta.dtype) + SizeOf(y.dtype));
+  job.size.work_ns = work_cost::Ns(job.size.rows * residual.width(), work_cost::kAddRmsNorm);
   if (rstd != nullptr) {
     job.rstd = static_cast<float*>(rstd->data);
     job.rstd_stride = rstd->stride[0];

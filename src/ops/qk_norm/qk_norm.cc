@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "core/validate.h"
+#include "core/work_cost.h"
 #include "ops/qk_norm/qk_norm_job.h"
 
 namespace glmnorm {
@@ -155,7 +156,6 @@ void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t to
       check.bad_token = &bad_token;
       check.bad_position = &bad_position;
       check.size.rows = tokens > 0 ? 1 : 0;
-      check.size.bytes_moved = tokens * int64_t{sizeof(int64_t)};
       backend::Run(check, execution);
       if (bad_token < tokens) {
         validate::Fail(fn, "rope.positions[" + Str(bad_token) + "] must be in [0, " +
@@ -201,8 +201,9 @@ void QkNorm(const ConstTensorView& qkv_in_any, const TensorView& qkv_out_any,
   job.rope = RopeTables::Of(rope);
   const int64_t qk_elems = (int64_t{heads.num_q_heads} + heads.num_k_heads) * heads.head_dim;
   job.size.rows = tokens;
-  job.size.bytes_moved =
-      tokens * qk_elems * int64_t(SizeOf(qkv_in.dtype) + SizeOf(qkv_out.dtype));
+  job.size.work_ns = work_cost::Ns(tokens * qk_elems, rope.rotary_dim != 0
+                                                         ? work_cost::kQkNormRope
+                                                         : work_cost::kQkNorm);
   backend::Run(job, execution);
 }
 

@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "core/validate.h"
+#include "core/work_cost.h"
 #include "ops/qk_norm/qk_norm_job.h"
 #include "ops/rms_norm/rms_norm_backward_job.h"
 
@@ -146,7 +147,7 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
       job.head_dim = hd;
       job.rope = RopeTables::Of(rope);
       job.size.rows = tokens;
-      job.size.bytes_moved = 2 * tokens * qk_cols * int64_t(SizeOf(dqkv_out.dtype));
+      job.size.work_ns = work_cost::Ns(tokens * qk_cols, work_cost::kRopeBackwardPass);
       backend::Run(job, execution);
       const ConstTensorView u =
           Rows<const void*>(unrotated, dqkv_out.dtype, tokens, qk_cols, qk_cols);

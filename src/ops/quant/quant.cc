@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "core/format_number.h"
 #include "core/validate.h"
+#include "core/work_cost.h"
 #include "ops/quant/quant_job.h"
 
 namespace glmnorm {
@@ -127,7 +128,7 @@ void RmsNormQuant(const ConstTensorView& x, const ConstTensorView& gamma, const 
   job.gamma = gamma.data;
   job.quant = MakeQuantParams(quant, q.dtype);
   job.size.rows = x.rows();
-  job.size.bytes_moved = job.size.rows * x.width() * int64_t(SizeOf(x.dtype) + 1);
+  job.size.work_ns = work_cost::Ns(job.size.rows * x.width(), work_cost::kRmsNormQuant);
   backend::Run(job, execution);
 }
 
@@ -152,8 +153,8 @@ void AddRmsNormQuant(const TensorView& residual, const ConstTensorView& delta,
       detail::MakeAddJob(residual, delta, gamma, q.data, RowLayout::Of(q),
                          ValueType(options, gamma.dtype, residual.dtype), options);
   job.quant = MakeQuantParams(quant, q.dtype);
-  job.size.bytes_moved = job.size.rows * residual.width() *
-                         int64_t(2 * SizeOf(residual.dtype) + SizeOf(delta.dtype) + 1);
+  job.size.work_ns =
+      work_cost::Ns(job.size.rows * residual.width(), work_cost::kAddRmsNormQuant);
   backend::Run(job, execution);
 }
 

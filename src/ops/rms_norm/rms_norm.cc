@@ -4,6 +4,7 @@
 
 #include "backend/backend.h"
 #include "core/validate.h"
+#include "core/work_cost.h"
 #include "glmnorm/rules.h"
 #include "ops/rms_norm/rms_norm_job.h"
 
@@ -40,7 +41,7 @@ void RunRmsNorm(const ConstTensorView& x, const ConstTensorView& gamma, const Te
   job.y_rows = RowLayout::Of(y);
   job.gamma = gamma.data;
   job.size.rows = x.rows();
-  job.size.bytes_moved = job.size.rows * x.width() * int64_t(SizeOf(x.dtype) + SizeOf(y.dtype));
+  job.size.work_ns = work_cost::Ns(job.size.rows * x.width(), work_cost::kRmsNorm);
   if (rstd != nullptr) {
     job.rstd = static_cast<float*>(rstd->data);
     job.rstd_stride = rstd->stride[0];

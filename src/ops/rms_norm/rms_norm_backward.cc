@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "core/format_number.h"
 #include "core/validate.h"
+#include "core/work_cost.h"
 #include "ops/rms_norm/rms_norm_backward_job.h"
 
 namespace glmnorm {
@@ -157,18 +158,17 @@ void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOption
     job.dx = a.dx.data;
     job.dx_type = a.dx.dtype;
     job.dx_rows = RowLayout::Of(a.dx);
-    int64_t bytes_per_element = SizeOf(a.x.dtype) + SizeOf(a.dy.dtype) + SizeOf(a.dx.dtype);
+    double ns_per_element = work_cost::kNormBackward;
     if (a.dres.rank != 0) {
       job.dres = a.dres.data;
       job.dres_rows = RowLayout::Of(a.dres);
       job.round_before_dres = options.rounding == Rounding::kCastThenScale;
-      bytes_per_element += SizeOf(a.dres.dtype);
+      ns_per_element = work_cost::kAddNormBackward;
     }
     if (a.dx2.rank != 0) {
       job.dx2 = a.dx2.data;
       job.dx2_type = a.dx2.dtype;
       job.dx2_rows = RowLayout::Of(a.dx2);
-      bytes_per_element += SizeOf(a.dx2.dtype);
     }
     job.gamma = a.gamma.data;
     if (a.rstd.rank != 0) {
@@ -184,12 +184,13 @@ void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOption
       }
       job.rope = a.rope;
       job.rope_rows_per_token = a.x.shape[1];
+      ns_per_element = work_cost::kQkRopeBackward;
     }
     job.partials = partials;
     job.partial_stride = stride;
     job.scratch = partials + Leaves(rows) * stride;
     job.size.rows = blocks;
-    job.size.bytes_moved = rows * width * bytes_per_element;
+    job.size.work_ns = work_cost::Ns(rows * width, ns_per_element);
     backend::Run(job, execution);
   }
   DGammaReduceJob reduce;
@@ -200,7 +201,7 @@ void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOption
   reduce.dgamma = a.dgamma.data;
   reduce.dgamma_type = a.dgamma.dtype;
   reduce.size.rows = (width + kDGammaColumns - 1) / kDGammaColumns;
-  reduce.size.bytes_moved = reduce.leaves * stride * int64_t{sizeof(float)};
+  reduce.size.work_ns = work_cost::Ns(reduce.leaves * width, work_cost::kDGammaReduce);
   backend::Run(reduce, execution);  // no rows (leaves 0): dgamma is zeros
 }
 
