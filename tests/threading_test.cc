@@ -170,8 +170,9 @@ TEST(Threading, SmallJobsDoNotWakeSleepingWorkers) {
       Job woken, after_pause, back_to_back;
       pool.Run(8, &Job::Task, &woken);  // may wake the worker
       // Far longer than the spin (50 us): the worker sleeps, the last job is
-      // old. (A worker preempted in its spin for 10 ms still counts as awake:
-      // hence "most rounds" on a loaded machine.)
+      // old. (A worker preempted in its spin, whose clock it reads every 8
+      // yields, still counts as awake: hence "most rounds", and only without
+      // a spin, on a loaded machine.)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       pool.Run(8, &Job::Task, &after_pause, /*may_wake=*/false);
       alone += after_pause.off_caller.load() == 0;
@@ -180,8 +181,11 @@ TEST(Threading, SmallJobsDoNotWakeSleepingWorkers) {
         for (auto& r : job->runs) ASSERT_EQ(r.load(), 1);
       }
     }
-    // Waking the worker, it takes some of the 800 us of tasks in most rounds.
-    EXPECT_GE(alone, 8) << "sleeping workers were woken (spin " << spin << " ns)";
+    // Waking the worker, it takes some of the 800 us of tasks in most rounds
+    // (ignoring may_wake fails this in most runs).
+    if (spin == 0) {
+      EXPECT_GE(alone, 8) << "sleeping workers were woken";
+    }
   }
 }
 

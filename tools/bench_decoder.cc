@@ -16,6 +16,7 @@
 #include "glmnorm/rms_norm.h"
 #include "hwy/aligned_allocator.h"
 #include "backend/cpu/cpu_backend.h"
+#include "core/work_cost.h"
 #include "ops/add_rms_norm/add_rms_norm_cases.h"
 #include "ops/qk_norm/qk_norm_cases.h"
 #include "ops/quant/quant_cases.h"
@@ -33,37 +34,39 @@ constexpr QkHeads kGlmHeads = cases::kGlm45Heads;
 // over rows split over the same pool.
 void SeparateAdd(const TensorView& r, const ConstTensorView& d) {
   const int64_t rows = r.rows(), width = r.width();
-  cpu::RunRows({}, {rows, rows * width * 3 * int64_t(SizeOf(r.dtype))},
-                  [&](int64_t b, int64_t e) {
-                    for (int64_t row = b; row < e; ++row) {
-                      const int64_t off = row * width;
-                      if (r.dtype == DType::kBF16) {
-                        auto* rp = static_cast<uint16_t*>(r.data) + off;
-                        const auto* dp = static_cast<const uint16_t*>(d.data) + off;
-                        for (int64_t i = 0; i < width; ++i) {
-                          rp[i] = BF16FromF32(F32FromBF16(rp[i]) + F32FromBF16(dp[i]));
-                        }
-                      } else if (r.dtype == DType::kF32) {
-                        auto* rp = static_cast<float*>(r.data) + off;
-                        const auto* dp = static_cast<const float*>(d.data) + off;
-                        for (int64_t i = 0; i < width; ++i) rp[i] += dp[i];
-                      } else {
-                        auto* rp = static_cast<uint16_t*>(r.data) + off;
-                        const auto* dp = static_cast<const uint16_t*>(d.data) + off;
-                        for (int64_t i = 0; i < width; ++i) {
-                          rp[i] = F16FromF32(F32FromF16(rp[i]) + F32FromF16(dp[i]));
-                        }
-                      }
-                    }
-                  });
+  const JobSize size{.rows = rows,
+                     .work_ns = work_cost::Ns(rows * width * 3 * int64_t(SizeOf(r.dtype)),
+                                              work_cost::kStreamByte)};
+  cpu::RunRows({}, size, [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      const int64_t off = row * width;
+      if (r.dtype == DType::kBF16) {
+        auto* rp = static_cast<uint16_t*>(r.data) + off;
+        const auto* dp = static_cast<const uint16_t*>(d.data) + off;
+        for (int64_t i = 0; i < width; ++i) {
+          rp[i] = BF16FromF32(F32FromBF16(rp[i]) + F32FromBF16(dp[i]));
+        }
+      } else if (r.dtype == DType::kF32) {
+        auto* rp = static_cast<float*>(r.data) + off;
+        const auto* dp = static_cast<const float*>(d.data) + off;
+        for (int64_t i = 0; i < width; ++i) rp[i] += dp[i];
+      } else {
+        auto* rp = static_cast<uint16_t*>(r.data) + off;
+        const auto* dp = static_cast<const uint16_t*>(d.data) + off;
+        for (int64_t i = 0; i < width; ++i) {
+          rp[i] = F16FromF32(F32FromF16(rp[i]) + F32FromF16(dp[i]));
+        }
+      }
+    }
+  });
 }
 
 bool Wanted(const std::string& filter, const char* kernel) {
   return filter.empty() || filter == kernel;
 }
 
-constexpr int64_t kCheckRows = 64;    // rows of a hidden-state case checked
-constexpr int64_t kCheckTokens = 8;   // tokens of a QK case checked (x 104 heads)
+constexpr int64_t kCheckRows = 64;   // rows of a hidden-state case checked
+constexpr int64_t kCheckTokens = 8;  // tokens of a QK case checked (x 104 heads)
 
 // The error column of a quantised case, in e4m3 / int8 codes: the first rows
 // of x (as the last timed call saw it) go through the float64 oracle, are

@@ -148,7 +148,8 @@ def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, h
     RoPE (rotary_dim > 0, even, <= head_dim; GLM-4.5: head_dim / 2): rotate-half over the
     first rotary_dim dims of each normalised head, in float32, rounded once. ``cos``, ``sin``:
     float32 [positions, rotary_dim / 2]; ``positions``: int64 [tokens] rows of the tables
-    (None: token t uses row t).
+    (None: token t uses row t, for one sequence only: qkv [B, S, W] with B > 1 needs positions,
+    ValueError otherwise).
 
     Args:
       out: same shape and dtype family as qkv; ``out=qkv`` normalises in place (the usual

@@ -125,8 +125,12 @@ auto Named(const char* fn, F&& f, std::initializer_list<glmnorm_python::Rename> 
                         nb::inst_name(h).c_str()).c_str());
 }
 
+// Python numbers and the scalars that behave as them (numpy's float32 /
+// int64..., as torch's own ops take them): a float is anything with
+// __float__, an int anything with __index__; never a bool or a str.
 double Float(const char* fn, const char* name, nb::handle h) {
-  if ((!PyFloat_Check(h.ptr()) && !PyLong_Check(h.ptr())) || PyBool_Check(h.ptr())) {
+  const PyNumberMethods* number = Py_TYPE(h.ptr())->tp_as_number;
+  if (number == nullptr || number->nb_float == nullptr || PyBool_Check(h.ptr())) {
     WrongType(fn, name, "a float", h);
   }
   const double v = PyFloat_AsDouble(h.ptr());
@@ -139,11 +143,16 @@ double Float(const char* fn, const char* name, nb::handle h) {
 }
 
 int64_t Int(const char* fn, const char* name, nb::handle h) {
-  if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
+  if (!PyIndex_Check(h.ptr()) || PyBool_Check(h.ptr())) {
+    WrongType(fn, name, "an int", h);
+  }
+  const nb::object index = nb::steal(PyNumber_Index(h.ptr()));
+  if (!index.is_valid()) {
+    PyErr_Clear();
     WrongType(fn, name, "an int", h);
   }
   int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (overflow != 0) {  // past int64: the library cannot get it
     throw nb::value_error((std::string(fn) + ": " + name + " must fit in 32 bits, got " +
                            nb::str(h).c_str()).c_str());
@@ -206,8 +215,8 @@ glmnorm::QkHeads Heads(const char* fn, nb::handle nq, nb::handle nk, nb::handle 
 
 using H = nb::handle;
 
-// The Rope argument of the QK functions: rotary_dim 0 leaves the tables unread
-// (the Python layer passes empty descriptors); an empty positions is absent.
+// The Rope argument of the QK functions: an absent table is an empty
+// descriptor; the library checks the tables against rotary_dim.
 glmnorm::Rope RopeOf(const char* fn, H rotary_dim, const Desc& cos, const Desc& sin,
                      const Desc& positions) {
   return {Int32(fn, "rotary_dim", rotary_dim), In(cos), In(sin), In(positions)};

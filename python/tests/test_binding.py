@@ -145,6 +145,13 @@ def test_wrong_python_types_name_the_function_and_argument():
         gt.RMSNorm(64, eps="1e-5")
     with pytest.raises(TypeError, match=r"^patch_glm4_moe: model must be a torch.nn.Module"):
         gt.patch_glm4_moe(None)
+    # numpy scalars are numbers, as for torch's own ops (np.float64 is no int)
+    assert torch.equal(glmnorm.rms_norm(x, w, eps=np.float32(1e-5)), glmnorm.rms_norm(x, w))
+    assert torch.equal(glmnorm.qk_norm(x, w[:16], w[:16], **dict(_QK, num_q_heads=np.int64(2))),
+                       glmnorm.qk_norm(x, w[:16], w[:16], **_QK))
+    with pytest.raises(TypeError, match=r"glmnorm.qk_norm: num_q_heads must be an int, got "
+                                        r"float64"):
+        glmnorm.qk_norm(x, w[:16], w[:16], **dict(_QK, num_q_heads=np.float64(2)))
     # torch.ops.glmnorm.* called directly: the dispatcher's own check (as every torch op)
     with pytest.raises(RuntimeError, match=r"rms_norm.*eps"):
         OPS.rms_norm(x, w, "1e-5")
@@ -261,29 +268,59 @@ def test_rope_tables_and_rotary_dim_must_agree_alike_everywhere():
     w = torch.ones(8)
     heads = dict(num_q_heads=2, num_k_heads=1, num_v_heads=1, head_dim=8)
     cos = torch.ones(3, 2)
-    calls = {
-        "glmnorm.qk_norm": lambda **kw: glmnorm.qk_norm(qkv, w, w, **heads, **kw),
-        "glmnorm.qk_norm_backward": lambda **kw: glmnorm.qk_norm_backward(qkv, w, w, qkv,
-                                                                          **heads, **kw),
-        "glmnorm.qk_norm ": lambda **kw: OPS.qk_norm(qkv, w, w, *heads.values(), **kw),
-        "glmnorm.qk_norm_": lambda **kw: OPS.qk_norm_(qkv, w, w, *heads.values(), **kw),
-        "glmnorm.qk_norm_backward ": lambda **kw: OPS.qk_norm_backward(
-            qkv, w, w, qkv, *heads.values(), **kw),
-    }
+    calls = [  # (the function named in the message, a call)
+        ("glmnorm.qk_norm", lambda **kw: glmnorm.qk_norm(qkv, w, w, **heads, **kw)),
+        ("glmnorm.qk_norm_backward",
+         lambda **kw: glmnorm.qk_norm_backward(qkv, w, w, qkv, **heads, **kw)),
+        ("glmnorm.qk_norm", lambda **kw: OPS.qk_norm(qkv, w, w, *heads.values(), **kw)),
+        ("glmnorm.qk_norm_", lambda **kw: OPS.qk_norm_(qkv, w, w, *heads.values(), **kw)),
+        ("glmnorm.qk_norm_backward",
+         lambda **kw: OPS.qk_norm_backward(qkv, w, w, qkv, *heads.values(), **kw)),
+    ]
     missing = r"rotary_dim 4 needs sin, f32 \[positions, rotary_dim / 2 = 2\]; none was given$"
     unused = (r"{} is given but rotary_dim is 0 \(no RoPE\): set rotary_dim \(GLM-4.5: "
               r"head_dim / 2 = 4\) or leave out cos, sin and positions$")
-    for fn, call in calls.items():
-        prefix = "^" + fn.strip() + ": "
+    for fn, call in calls:
+        prefix = "^" + fn + ": "
         with pytest.raises(ValueError, match=prefix + missing):
             call(rotary_dim=4, cos=cos)
         with pytest.raises(ValueError, match=prefix + unused.format("cos")):
             call(cos=cos, sin=cos)
         with pytest.raises(ValueError, match=prefix + unused.format("positions")):
             call(positions=torch.arange(3))
-        # Out-of-range positions are still reported as such, not hidden.
+        # Even positions out of every table's range: refused for the missing rotary_dim.
         with pytest.raises(ValueError, match=prefix + unused.format("positions")):
             call(positions=torch.tensor([0, 99, 5]))
+
+
+def test_batched_rope_needs_positions_alike_everywhere():
+    """qkv [B, S, W] with B > 1 and no positions would take table rows 0..B*S-1 (not 0..S-1
+    per sequence, as Transformers' position_ids): refused by the library; positions of
+    every token give each sequence its own rows; [1, S, W] needs none. Positions of a
+    float dtype are a dtype error (TypeError), as int32 ones are."""
+    gen = torch.Generator().manual_seed(16)
+    qkv = torch.randn(2, 3, 32, generator=gen)
+    w = torch.ones(8)
+    heads = dict(num_q_heads=2, num_k_heads=1, num_v_heads=1, head_dim=8)
+    cos, sin = torch.rand(8, 2, generator=gen), torch.rand(8, 2, generator=gen)
+    rope = dict(rotary_dim=4, cos=cos, sin=sin)
+    want = (r"positions is required when qkv holds several sequences \(leading dims \[2, 3\]\)"
+            r": without it token t takes table row t of all 6 tokens")
+    for fn, call in [
+            ("glmnorm.qk_norm", lambda: glmnorm.qk_norm(qkv, w, w, **heads, **rope)),
+            ("glmnorm.qk_norm", lambda: OPS.qk_norm(qkv, w, w, *heads.values(), **rope)),
+            ("glmnorm.qk_norm_", lambda: OPS.qk_norm_(qkv.clone(), w, w, *heads.values(), **rope)),
+            ("glmnorm.qk_norm_backward",
+             lambda: glmnorm.qk_norm_backward(qkv, w, w, qkv, **heads, **rope))]:
+        with pytest.raises(ValueError, match="^" + fn + ": " + want):
+            call()
+    got = glmnorm.qk_norm(qkv, w, w, **heads, **rope, positions=torch.arange(3).repeat(2))
+    each = torch.stack([glmnorm.qk_norm(qkv[b], w, w, **heads, **rope) for b in range(2)])
+    assert torch.equal(got, each)
+    assert torch.equal(glmnorm.qk_norm(qkv[:1], w, w, **heads, **rope), each[:1])
+    for bad in (torch.arange(6.0), torch.arange(6, dtype=torch.int32)):
+        with pytest.raises(TypeError, match="positions"):
+            glmnorm.qk_norm(qkv, w, w, **heads, **rope, positions=bad)
 
 
 @pytest.mark.parametrize("shape", [(32,), (6, 32), (2, 3, 32), (3, 1, 2, 32)])

@@ -31,7 +31,7 @@ void AddRmsNormBackward(const ConstTensorView& h, const ConstTensorView& gamma,
   a.rstd = rstd;
   a.x_name = "h";
   a.dx_name = "d_h";
-  detail::ValidateNormBackward(kFn, a, options);
+  detail::ValidateNormBackward(kFn, a, options, execution);
   if (d_h.dtype != h.dtype) {
     validate::FailDType(kFn, "d_h.dtype must be " + std::string(Name(h.dtype)) +
                             " (the residual's dtype), got " + std::string(Name(d_h.dtype)));

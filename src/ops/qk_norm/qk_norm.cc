@@ -23,12 +23,7 @@ void ValidateQkv(const char* name, const BasicTensorView<Ptr>& v, int64_t width,
                  const QkHeads& h) {
   const std::string n(name);
   validate::Activation(kFn, name, v);
-  if (v.width() != width) {
-    validate::Fail(kFn, n + " width must be (num_q_heads + num_k_heads + num_v_heads) * head_dim = (" +
-                            Str(h.num_q_heads) + " + " + Str(h.num_k_heads) + " + " +
-                            Str(h.num_v_heads) + ") * " + Str(h.head_dim) + " = " + Str(width) +
-                            ", got " + Str(v.width()));
-  }
+  if (v.width() != width) detail::FailQkWidth(kFn, name, h, width, v.width());
   if (v.shape[0] > 1 && v.stride[0] < width) {
     validate::Fail(kFn, n + ".stride[0] (row stride) must be >= the QKV width " + Str(width) +
                             " or rows would overlap heads, got " + Str(v.stride[0]));
@@ -60,6 +55,15 @@ void ValidateTable(const char* fn, const char* name, const ConstTensorView& t, i
 }  // namespace
 
 namespace detail {
+
+void FailQkWidth(const char* fn, const char* name, const QkHeads& h, int64_t width,
+                 int64_t got) {
+  validate::Fail(fn, std::string(name) +
+                         " width must be (num_q_heads + num_k_heads + num_v_heads) * head_dim = (" +
+                         Str(h.num_q_heads) + " + " + Str(h.num_k_heads) + " + " +
+                         Str(h.num_v_heads) + ") * " + Str(h.head_dim) + " = " + Str(width) +
+                         ", got " + Str(got));
+}
 
 int64_t ValidateQkHeads(const char* fn, const QkHeads& heads) {
   if (heads.head_dim < 1) validate::Fail(fn, "heads.head_dim must be >= 1, got " + Str(heads.head_dim));
@@ -95,7 +99,8 @@ void ValidateQkGammaDTypes(const char* fn, DType q, DType k, DType qkv, const ch
 }
 
 void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
-                  const TensorView& out, const char* out_name, const Execution& execution) {
+                  const ConstTensorView& qkv, const char* qkv_name, const TensorView& out,
+                  const char* out_name, const Execution& execution) {
   if (rope.rotary_dim == 0) {
     // A table given without rotary_dim is a forgotten rotary_dim, not a
     // request for no RoPE: refused rather than silently unread.
@@ -135,12 +140,28 @@ void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t to
     const int64_t positions = rope.cos.shape[0];
     const ConstTensorView& pv = rope.positions;
     if (pv.rank == 0) {
+      // Leading dims [..., B, S]: more than one sequence unless all but the
+      // last leading dim are 1.
+      int64_t sequences = 1;
+      for (int i = 0; i + 2 < qkv.rank; ++i) sequences *= qkv.shape[i];
+      if (sequences > 1 && tokens > 0) {
+        validate::Fail(fn, "rope.positions is required when " + std::string(qkv_name) +
+                               " holds several sequences (leading dims " +
+                               validate::ShapeString(qkv.shape, qkv.rank - 1) +
+                               "): without it token t takes table row t of all " + Str(tokens) +
+                               " tokens; pass i64 [tokens = " + Str(tokens) +
+                               "] (Transformers: position_ids.reshape(-1))");
+      }
       if (tokens > positions) {
         validate::Fail(fn, "rope.cos has " + Str(positions) + " positions but there are " +
                                 Str(tokens) + " tokens and no rope.positions");
       }
     } else {
-      if (pv.dtype != DType::kI64 || pv.rank != 1 || pv.shape[0] != tokens) {
+      if (pv.dtype != DType::kI64) {
+        validate::FailDType(fn, "rope.positions.dtype must be i64, got " +
+                                    std::string(Name(pv.dtype)));
+      }
+      if (pv.rank != 1 || pv.shape[0] != tokens) {
         validate::Fail(fn, "rope.positions must be i64 [tokens = " + Str(tokens) + "], got " +
                                 std::string(Name(pv.dtype)) + " " +
                                 validate::ShapeString(pv.shape, pv.rank));
@@ -186,7 +207,8 @@ void QkNorm(const ConstTensorView& qkv_in_any, const TensorView& qkv_out_any,
   validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "qkv_out", qkv_out, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "k_gamma", k_gamma, "qkv_out", qkv_out, /*allow_same=*/false);
   const int64_t tokens = qkv_in.shape[0];
-  detail::ValidateRope(kFn, rope, heads.head_dim, tokens, qkv_out, "qkv_out", execution);
+  detail::ValidateRope(kFn, rope, heads.head_dim, tokens, qkv_in_any, "qkv_in", qkv_out, "qkv_out",
+                       execution);
 
   QkNormJob job;
   job.p = NormParams::Of(qkv_in.dtype, q_gamma.dtype, qkv_out.dtype, heads.head_dim, options);

@@ -69,11 +69,7 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
   for (const auto* v : {&qkv, &dqkv_out}) {
     const char* name = v == &qkv ? "qkv" : "dqkv_out";
     validate::Activation(kFn, name, *v);
-    if (v->shape[1] != width) {
-      validate::Fail(kFn, std::string(name) + " must be [..., (num_q_heads + num_k_heads + "
-                              "num_v_heads) * head_dim = " + std::to_string(width) + "], got shape " +
-                              validate::ShapeString(v->shape, v->rank));
-    }
+    if (v->shape[1] != width) detail::FailQkWidth(kFn, name, heads, width, v->shape[1]);
   }
   validate::Activation(kFn, "dqkv_in", dqkv_in);
   validate::SameShape(kFn, "qkv", qkv, "dqkv_in", dqkv_in);
@@ -89,6 +85,7 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
   q.dy = Heads(dqkv_out, 0, heads.num_q_heads, hd);
   q.dx = Heads(dqkv_in, 0, heads.num_q_heads, hd);
   q.gamma = q_gamma;
+  q.gamma_name = "q_gamma";
   q.dgamma = dq_gamma;
   q.x_name = "qkv";
   q.dy_name = "dqkv_out";
@@ -99,10 +96,11 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
   k.dy = Heads(dqkv_out, heads.num_q_heads, heads.num_k_heads, hd);
   k.dx = Heads(dqkv_in, heads.num_q_heads, heads.num_k_heads, hd);
   k.gamma = k_gamma;
+  k.gamma_name = "k_gamma";
   k.dgamma = dk_gamma;
   k.dgamma_name = "dk_gamma";
-  detail::ValidateNormBackward(kFn, q, options);
-  detail::ValidateNormBackward(kFn, k, options);
+  detail::ValidateNormBackward(kFn, q, options, execution);
+  detail::ValidateNormBackward(kFn, k, options, execution);
   // The q columns written must not be the k columns read, and vice versa:
   // only the same buffer in place, or disjoint buffers.
   validate::NoPartialOverlap(kFn, "qkv", qkv, "dqkv_in", dqkv_in, false);
@@ -111,7 +109,7 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
   validate::NoPartialOverlap(kFn, "k_gamma", k_gamma, "dq_gamma", dq_gamma, false);
   validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "dk_gamma", dk_gamma, false);
   const int64_t tokens = qkv.shape[0];
-  detail::ValidateRope(kFn, rope, hd, tokens, dqkv_in, "dqkv_in", execution);
+  detail::ValidateRope(kFn, rope, hd, tokens, qkv_any, "qkv", dqkv_in, "dqkv_in", execution);
   if (rope.rotary_dim != 0) {
     // The k heads' run reads the tables and positions after the q heads' run
     // has written dq_gamma.

@@ -259,8 +259,8 @@ TEST(QkNormBackward, Errors) {
     }
   };
   expect([&] { QkNormBackward(qv, AsConst(dv), dv, QkHeads{2, 1, 2, 4}, gv, gv, dq, dk); },
-         "qkv must be [..., (num_q_heads + num_k_heads + num_v_heads) * head_dim = 20], got "
-         "shape [2, 16]");
+         "qkv width must be (num_q_heads + num_k_heads + num_v_heads) * head_dim = "
+         "(2 + 1 + 2) * 4 = 20, got 16");
   // The head checks are the forward's (detail::ValidateQkHeads).
   expect([&] { QkNormBackward(qv, AsConst(dv), dv, QkHeads{0, 0, 4, 4}, gv, gv, dq, dk); },
          "heads.num_q_heads + num_k_heads must be >= 1, got 0");
@@ -275,6 +275,15 @@ TEST(QkNormBackward, Errors) {
            "q_gamma.dtype must be f32 or qkv's dtype bf16, got f16");
     expect([&] { QkNormBackward(qv, AsConst(dv), dv, heads, gv, g16v, dq, dk); },
            "k_gamma.dtype must equal q_gamma.dtype bf16, got f16");
+  }
+  // Each gamma is named: the norm backward's checks run once per head group.
+  {
+    auto short_g = gv;
+    short_g.shape[0] = 3;
+    expect([&] { QkNormBackward(qv, AsConst(dv), dv, heads, short_g, gv, dq, dk); },
+           "q_gamma length must equal the width 4, got 3");
+    expect([&] { QkNormBackward(qv, AsConst(dv), dv, heads, gv, short_g, dq, dk); },
+           "k_gamma length must equal the width 4, got 3");
   }
   // Positions outside the tables, found by the backend's check job.
   {

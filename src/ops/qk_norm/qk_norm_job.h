@@ -27,9 +27,17 @@ void ValidateQkGammaDTypes(const char* fn, DType q, DType k, DType qkv, const ch
 // [positions, rotary_dim/2] with contiguous rows, positions i64 [tokens] in
 // range (or absent: tokens <= the tables' positions), none overlapping `out`
 // (named `out_name`).
-// Nothing to check when rope.rotary_dim is 0.
+// With rotary_dim 0 no table may be given. Without positions, `qkv` (the
+// caller's view, named `qkv_name`) must hold one sequence: leading dims
+// [B, S] with B > 1 would take table rows 0..B*S-1, not 0..S-1 per sequence.
 void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
-                  const TensorView& out, const char* out_name, const Execution& execution);
+                  const ConstTensorView& qkv, const char* qkv_name, const TensorView& out,
+                  const char* out_name, const Execution& execution);
+
+// The error for a QKV view `name` of width `got` that is not
+// (nq + nk + nv) * head_dim = `width` (QkNorm and QkNormBackward alike).
+[[noreturn]] void FailQkWidth(const char* fn, const char* name, const QkHeads& heads,
+                              int64_t width, int64_t got);
 }  // namespace detail
 
 // A validated Rope (ValidateRope) as the kernels read it, shared by the

@@ -514,6 +514,29 @@ TEST(QkNorm, Errors) {
   ExpectQkError([](QkArgs& a) { a.rope.rotary_dim = 6; },
                 "rope.cos must be 2-D [positions, rotary_dim/2 = 3], got [10, 2]");
   ExpectQkError([](QkArgs& a) { a.pos[1] = 10; }, "rope.positions[1] must be in [0, 10), got 10");
+  // Several sequences ([B, S, W], B > 1) without positions would take table
+  // rows 0..B*S-1; one sequence ([1, S, W]) is fine.
+  ExpectQkError(
+      [](QkArgs& a) {
+        a.rope.positions = {};
+        a.in = Contiguous<const void*>(a.qkv.data(), DType::kBF16, {3, 1, 32});
+        a.outv = Contiguous<void*>(a.out.data(), DType::kBF16, {3, 1, 32});
+      },
+      "rope.positions is required when qkv_in holds several sequences (leading dims [3, 1]): "
+      "without it token t takes table row t of all 3 tokens; pass i64 [tokens = 3] "
+      "(Transformers: position_ids.reshape(-1))");
+  {
+    QkArgs a;
+    a.rope.positions = {};
+    a.in = Contiguous<const void*>(a.qkv.data(), DType::kBF16, {1, 3, 32});
+    a.outv = Contiguous<void*>(a.out.data(), DType::kBF16, {1, 3, 32});
+    EXPECT_NO_THROW(QkNorm(a.in, a.outv, a.h, a.qg, a.kg, a.opt, a.rope));
+  }
+  ExpectQkError(
+      [](QkArgs& a) {
+        a.rope.positions = Contiguous<const void*>(a.cos.data(), DType::kF32, {3});
+      },
+      "rope.positions.dtype must be i64, got f32");
   // Tables without rotary_dim are a forgotten rotary_dim, not "no RoPE".
   ExpectQkError([](QkArgs& a) { a.rope.rotary_dim = 0; },
                 "rope.cos is given but rope.rotary_dim is 0 (no RoPE): set rope.rotary_dim "

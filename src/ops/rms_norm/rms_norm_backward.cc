@@ -41,14 +41,15 @@ size_t NormBackwardWorkspaceBytes(int64_t rows, int64_t width) {
 
 namespace detail {
 
-void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormOptions& options) {
+void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormOptions& options,
+                          const Execution& execution) {
   validate::Options(fn, options);
   validate::Activation(fn, a.x_name, a.x);
   validate::Activation(fn, a.dy_name, a.dy);
   validate::Activation(fn, a.dx_name, a.dx);
   validate::SameShape(fn, a.x_name, a.x, a.dy_name, a.dy);
   validate::SameShape(fn, a.x_name, a.x, a.dx_name, a.dx);
-  validate::Gamma(fn, "gamma", a.gamma, a.x.width());
+  validate::Gamma(fn, a.gamma_name, a.gamma, a.x.width());
   validate::OutputDType(fn, a.dy_name, a.dy.dtype, a.gamma.dtype, a.x.dtype, options.rounding);
   if (a.dx.dtype != a.x.dtype && a.dx.dtype != DType::kF32) {
     validate::FailDType(fn, std::string(a.dx_name) + ".dtype must be " +
@@ -80,7 +81,7 @@ void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormO
     check.bad_row = &bad_row;
     check.bad_value = &bad_value;
     check.size.rows = check.rows > 0 ? 1 : 0;
-    backend::Run(check, Execution{});  // one task: no thread to choose
+    backend::Run(check, execution);
     if (bad_row < a.rstd.shape[0]) {
       validate::Fail(fn, "rstd[" + std::to_string(bad_row) + "] must be >= 0 or NaN (1/rms as "
                          "RmsNormWithRstd saves it), got " + ShortestString(bad_value));
@@ -104,8 +105,8 @@ void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormO
   // else may overlap an output.
   validate::NoPartialOverlap(fn, a.x_name, a.x, a.dx_name, a.dx, false);
   validate::NoPartialOverlap(fn, a.dy_name, a.dy, a.dx_name, a.dx, a.dy.dtype == a.dx.dtype);
-  validate::NoPartialOverlap(fn, "gamma", a.gamma, a.dx_name, a.dx, false);
-  validate::NoPartialOverlap(fn, "gamma", a.gamma, a.dgamma_name, a.dgamma, false);
+  validate::NoPartialOverlap(fn, a.gamma_name, a.gamma, a.dx_name, a.dx, false);
+  validate::NoPartialOverlap(fn, a.gamma_name, a.gamma, a.dgamma_name, a.dgamma, false);
   validate::NoPartialOverlap(fn, a.x_name, a.x, a.dgamma_name, a.dgamma, false);
   validate::NoPartialOverlap(fn, a.dy_name, a.dy, a.dgamma_name, a.dgamma, false);
   validate::NoPartialOverlap(fn, a.dx_name, a.dx, a.dgamma_name, a.dgamma, false);
@@ -121,7 +122,7 @@ void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormO
     validate::NoPartialOverlap(fn, a.x_name, a.x, "d_delta", a.dx2, false);
     validate::NoPartialOverlap(fn, a.dy_name, a.dy, "d_delta", a.dx2, false);
     validate::NoPartialOverlap(fn, a.dx_name, a.dx, "d_delta", a.dx2, false);
-    validate::NoPartialOverlap(fn, "gamma", a.gamma, "d_delta", a.dx2, false);
+    validate::NoPartialOverlap(fn, a.gamma_name, a.gamma, "d_delta", a.dx2, false);
     validate::NoPartialOverlap(fn, a.dgamma_name, a.dgamma, "d_delta", a.dx2, false);
     if (a.dres.rank != 0) {
       validate::NoPartialOverlap(fn, "d_residual_out", a.dres, "d_delta", a.dx2, false);
@@ -218,7 +219,7 @@ void RmsNormBackward(const ConstTensorView& x, const ConstTensorView& gamma,
   a.dx = dx;
   a.dgamma = dgamma;
   a.rstd = rstd;
-  detail::ValidateNormBackward(kFn, a, options);
+  detail::ValidateNormBackward(kFn, a, options, execution);
   detail::RunNormBackward(kFn, a, options, workspace, execution);
 }
 

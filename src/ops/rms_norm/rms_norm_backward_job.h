@@ -114,11 +114,13 @@ struct NormBackwardArgs {
   // [tokens, heads, head_dim].
   RopeTables rope;
   const char* x_name = "x";
+  const char* gamma_name = "gamma";
   const char* dy_name = "dy";
   const char* dx_name = "dx";
   const char* dgamma_name = "dgamma";
 };
-void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormOptions& options);
+void ValidateNormBackward(const char* fn, const NormBackwardArgs& a, const NormOptions& options,
+                          const Execution& execution);
 // Runs validated arguments (call ValidateNormBackward first).
 void RunNormBackward(const char* fn, const NormBackwardArgs& a, const NormOptions& options,
                      const Workspace& workspace, const Execution& execution);
