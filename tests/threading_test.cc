@@ -144,49 +144,70 @@ TEST(Threading, EveryTaskRunsOnceWhetherWorkersSpinOrSleep) {
   }  // each pool is destroyed right after a job, its workers still spinning
 }
 
-// A job that may not wake a sleeping worker (small jobs: ThreadPool::Run's
-// may_wake = false) runs on the caller alone once the workers sleep and the
-// last job is older than the spin; right after a job it may use them. Every
-// task runs once either way.
-TEST(Threading, SmallJobsDoNotWakeSleepingWorkers) {
-  struct Job {
-    std::atomic<int> runs[8];
-    std::atomic<int> off_caller{0};
-    std::thread::id caller = std::this_thread::get_id();
-    // 100 us each: a worker that was woken takes some of the 8 tasks.
-    static void Task(void* ctx, size_t i) {
-      auto* job = static_cast<Job*>(ctx);
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
-      while (std::chrono::steady_clock::now() < until) {
-      }
-      if (std::this_thread::get_id() != job->caller) ++job->off_caller;
-      ++job->runs[i];
-    }
-  };
+// Restores the default thread count when a test ends, also when it fails
+// or skips.
+struct DefaultThreadsAtEnd {
+  ~DefaultThreadsAtEnd() { SetNumThreads(AvailableCpus()); }
+};
+
+// A short job (one not worth a wake-up call) is split only while a worker
+// is awake or calls come back to back: right after a job ended it may split;
+// after a pause longer than the spin it stays on the caller.
+TEST(Threading, ShortJobsDoNotWakeSleepingWorkers) {
+  const auto job = [](void*, size_t) {};
   for (int64_t spin : {ThreadPool::SpinNanosFrom(nullptr), int64_t{0}}) {
     ThreadPool pool(2, spin);
-    int alone = 0;  // rounds whose job after the pause ran on the caller alone
+    int alone = 0, back_to_back = 0;
     for (int round = 0; round < 10; ++round) {
-      Job woken, after_pause, back_to_back;
-      pool.Run(8, &Job::Task, &woken);  // may wake the worker
-      // Far longer than the spin (50 us): the worker sleeps, the last job is
-      // old. (A worker preempted in its spin, whose clock it reads every 8
-      // yields, still counts as awake: hence "most rounds", and only without
-      // a spin, on a loaded machine.)
+      pool.Run(8, job, nullptr);
+      pool.MarkJobEnd();  // as cpu::RunRows does
+      // Right after a job (unless this thread is preempted for longer than
+      // the spin: "most rounds"). Never without a spin.
+      back_to_back += pool.ShortJobMaySplit();
+      // Far longer than the spin (50 us): the worker sleeps, the last job
+      // is old. A worker preempted in its spin, whose clock it reads every 8
+      // yields, still counts as awake, and on a loaded machine (a build
+      // beside the tests) it may stay preempted for the whole pause: so the
+      // count is asserted without a spin only (as in stop 41).
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      pool.Run(8, &Job::Task, &after_pause, /*may_wake=*/false);
-      alone += after_pause.off_caller.load() == 0;
-      pool.Run(8, &Job::Task, &back_to_back, /*may_wake=*/false);
-      for (Job* job : {&woken, &after_pause, &back_to_back}) {
-        for (auto& r : job->runs) ASSERT_EQ(r.load(), 1);
-      }
+      alone += !pool.ShortJobMaySplit();
     }
-    // Waking the worker, it takes some of the 800 us of tasks in most rounds
-    // (ignoring may_wake fails this in most runs).
-    if (spin == 0) {
-      EXPECT_GE(alone, 8) << "sleeping workers were woken";
+    if (spin == 0) EXPECT_GE(alone, 8) << "sleeping workers were woken";
+    if (spin > 0) {
+      EXPECT_GE(back_to_back, 8) << "a job right after another was kept on the caller";
+    } else {
+      EXPECT_EQ(back_to_back, 0) << "without a spin, short jobs never wake a worker";
     }
   }
+}
+
+// The split of the library's calls asks the pool: a short call after a pause
+// is one task on the caller (its row loop's look-ahead unbroken), and its
+// end, not its start, counts: the next short call right after a 200 us one
+// (longer than the spin) may split. A long call always splits.
+TEST(Threading, ShortCallAfterPauseIsOneTask) {
+  DefaultThreadsAtEnd restore;
+  SetNumThreads(2);
+  if (NumThreads() < 2) GTEST_SKIP() << "one CPU";
+  if (ThreadPool::DefaultSpinNanos() == 0) GTEST_SKIP() << "GLMNORM_SPIN_US=0: never back to back";
+  int one_task = 0, back_to_back_split = 0;
+  for (int round = 0; round < 10; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    // Short (as estimated): the rows, each once, on one task.
+    std::vector<int> seen(64);
+    cpu::RunRows({}, JobSize{.rows = 64, .work_ns = 20000}, [&](int64_t b, int64_t e) {
+      one_task += b == 0 && e == 64;
+      for (int64_t r = b; r < e; ++r) ++seen[r];
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    });
+    for (int c : seen) ASSERT_EQ(c, 1);
+    back_to_back_split += cpu::ChooseSplit({}, JobSize{.rows = 64, .work_ns = 20000}).num_tasks > 1;
+    EXPECT_GT(cpu::ChooseSplit({}, JobSize{.rows = 64, .work_ns = 200000}).num_tasks, 1);
+  }
+  EXPECT_GE(one_task, 8);
+  EXPECT_GE(back_to_back_split, 8);
 }
 
 // GLMNORM_SPIN_US: microseconds, 0 turns the spin off; anything else is an
@@ -232,15 +253,25 @@ TEST(Settings, WholeNumberSettingTakesDigitsOnly) {
 
 // The default pool splits a job once each thread's share is 2 us of work as
 // the front end estimates it (core/work_cost.h); smaller jobs stay on the
-// caller.
+// caller. (Calls come back to back here, so short jobs may use the workers:
+// ShortCallAfterPauseIsOneTask checks the other case.)
 TEST(Threading, SmallJobsSplitOnlyWhenEachShareIsLargeEnough) {
+  DefaultThreadsAtEnd restore;
   if (AvailableCpus() < 2) GTEST_SKIP() << "one CPU: every job stays on the caller";
+  if (ThreadPool::DefaultSpinNanos() == 0) GTEST_SKIP() << "GLMNORM_SPIN_US=0: short jobs stay";
   SetNumThreads(2);
   const auto tasks = [](int64_t rows, double ns_per_element, int64_t width = 5120) {
     JobSize size;
     size.rows = rows;
     size.work_ns = work_cost::Ns(rows * width, ns_per_element);
-    return cpu::ChooseSplit({}, size).num_tasks;
+    // Back to back: the call right after one that stayed on the caller. A
+    // few tries, for a test preempted between the two (longer than the spin).
+    int64_t n = 1;
+    for (int tries = 0; tries < 20 && n == 1; ++tries) {
+      DefaultPool()->MarkJobEnd();
+      n = cpu::ChooseSplit({}, size).num_tasks;
+    }
+    return n;
   };
   EXPECT_GT(tasks(8, work_cost::kRmsNorm), 1);        // 6.6 us
   EXPECT_EQ(tasks(4, work_cost::kRmsNorm), 1);        // 3.3 us
@@ -249,7 +280,6 @@ TEST(Threading, SmallJobsSplitOnlyWhenEachShareIsLargeEnough) {
   EXPECT_EQ(tasks(1, 1e6), 1);                        // one row: nothing to split
   SetNumThreads(1);
   EXPECT_EQ(tasks(4096, work_cost::kRmsNorm), 1);
-  SetNumThreads(AvailableCpus());
 }
 
 // More threads than CPUs only add handoffs: the pool is capped at the CPUs

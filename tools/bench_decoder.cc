@@ -36,7 +36,7 @@ void SeparateAdd(const TensorView& r, const ConstTensorView& d) {
   const int64_t rows = r.rows(), width = r.width();
   const JobSize size{.rows = rows,
                      .work_ns = work_cost::Ns(rows * width * 3 * int64_t(SizeOf(r.dtype)),
-                                              work_cost::kStreamByte)};
+                                              kStreamNsPerByte)};
   cpu::RunRows({}, size, [&](int64_t b, int64_t e) {
     for (int64_t row = b; row < e; ++row) {
       const int64_t off = row * width;

@@ -54,7 +54,7 @@ void StreamCopy(char* dst, const char* src, int64_t n) {
 void ParallelCopy(char* dst, const char* src, int64_t bytes, bool stream) {
   constexpr int64_t kBlock = 64 * 1024;
   const int64_t blocks = (bytes + kBlock - 1) / kBlock;
-  const JobSize size{.rows = blocks, .work_ns = work_cost::Ns(2 * bytes, work_cost::kStreamByte)};
+  const JobSize size{.rows = blocks, .work_ns = work_cost::Ns(2 * bytes, kStreamNsPerByte)};
   cpu::RunRows({}, size, [&](int64_t b0, int64_t b1) {
     const int64_t begin = b0 * kBlock, end = std::min(bytes, b1 * kBlock);
     if (stream) {
@@ -101,7 +101,7 @@ class StreamsPass {
   }
   void Run(bool stream) {
     const JobSize size{.rows = lines_ / kTaskLines + 1,
-                       .work_ns = work_cost::Ns(total_, work_cost::kStreamByte)};
+                       .work_ns = work_cost::Ns(total_, kStreamNsPerByte)};
     cpu::RunRows({}, size, [&](int64_t t0, int64_t t1) {
       __m128i acc = _mm_set1_epi32(1);
       const __m128i fill = _mm_set1_epi32(static_cast<int>(t0));

@@ -17,6 +17,12 @@
 
 namespace glmnorm::tools {
 
+// The estimated work (JobSize::work_ns) of the baselines' plain streaming
+// passes, per byte moved: RmsNorm f32's rate (0.18 ns per element, 8 bytes
+// moved; core/work_cost.h), so that a baseline splits over threads as the
+// kernel it stands beside does.
+constexpr double kStreamNsPerByte = 0.023;
+
 // The large tensors a kernel reads and writes, in bytes, for its same-streams
 // baseline (gammas, tables and per-row scales stay in cache and are left
 // out). write_over[i] >= 0: write stream i overwrites read stream

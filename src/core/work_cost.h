@@ -29,9 +29,6 @@ constexpr double kQkRopeBackward = 0.75;   // bf16 0.87, f32 0.64 (un-rotation i
 // rotation of the wide heads' own pass (QkNormBackward, head_dim > 1024).
 constexpr double kDGammaReduce = 0.05;
 constexpr double kRopeBackwardPass = 0.3;
-// Per BYTE of a plain streaming pass (the benchmark's copy baselines):
-// RmsNorm f32's rate, 0.18 ns per 8 bytes moved.
-constexpr double kStreamByte = 0.023;
 
 // work_ns of `elements` elements at `ns_per_element`.
 inline int64_t Ns(int64_t elements, double ns_per_element) {

@@ -9,9 +9,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "core/job.h"
 #include "glmnorm/execution.h"
+
+namespace glmnorm {
+class ThreadPool;  // thread_pool.h
+}  // namespace glmnorm
 
 namespace glmnorm::cpu {
 
@@ -22,8 +27,15 @@ namespace glmnorm::cpu {
 struct Split {
   Executor exec;
   int64_t num_tasks = 1;
+  // The default pool when the job was large enough to ask it (held until
+  // the job ends, which RunRows reports: JobEnded), else null.
+  std::shared_ptr<ThreadPool> pool;
 };
 Split ChooseSplit(const Execution& execution, const JobSize& size);
+// Marks the end of a job the pool was asked about, split or run on the
+// caller alone (ThreadPool::MarkJobEnd): a short job right after it may use
+// the workers (calls come back to back).
+void JobEnded(ThreadPool& pool);
 
 // Outputs at least this large are written with streaming (non-temporal)
 // stores: they would not stay in cache anyway, and streaming skips the read
@@ -51,6 +63,7 @@ void RunRows(const Execution& execution, const JobSize& size, const Fn& fn) {
   const Split split = ChooseSplit(execution, size);
   if (split.num_tasks <= 1 || split.exec.run == nullptr) {
     fn(int64_t{0}, rows);
+    if (split.pool) JobEnded(*split.pool);
     return;
   }
   struct Ctx {
@@ -67,6 +80,7 @@ void RunRows(const Execution& execution, const JobSize& size, const Fn& fn) {
              (*t.fn)(begin, end);
            },
            &ctx);
+  if (split.pool) JobEnded(*split.pool);
 }
 
 }  // namespace glmnorm::cpu

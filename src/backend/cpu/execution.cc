@@ -123,21 +123,19 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
-void ThreadPool::Run(size_t num_tasks, Executor::Task task, void* ctx, bool may_wake) {
+bool ThreadPool::ShortJobMaySplit() const {
+  return spinning_.load(std::memory_order_relaxed) > 0 ||
+         NowNanos() - last_end_ns_.load(std::memory_order_relaxed) < spin_nanos_;
+}
+
+void ThreadPool::MarkJobEnd() { last_end_ns_.store(NowNanos(), std::memory_order_relaxed); }
+
+void ThreadPool::Run(size_t num_tasks, Executor::Task task, void* ctx) {
   std::unique_lock<std::mutex> run_lock(run_mutex_, std::try_to_lock);
-  const auto awake = [&] {
-    return spinning_.load(std::memory_order_relaxed) > 0 ||
-           NowNanos() - last_end_ns_.load(std::memory_order_relaxed) < spin_nanos_;
-  };
-  if (!run_lock.owns_lock() || workers_.empty() || num_tasks <= 1 || (!may_wake && !awake())) {
+  if (!run_lock.owns_lock() || workers_.empty() || num_tasks <= 1) {
     for (size_t i = 0; i < num_tasks; ++i) task(ctx, i);
-    if (run_lock.owns_lock()) last_end_ns_.store(NowNanos(), std::memory_order_relaxed);
     return;
   }
-  struct MarkEnd {
-    ThreadPool* pool;
-    ~MarkEnd() { pool->last_end_ns_.store(NowNanos(), std::memory_order_relaxed); }
-  } mark_end{this};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     task_ = task;
@@ -207,12 +205,10 @@ void RegisterForkHandlers() {
   std::call_once(once, [] { pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild); });
 }
 
-void RunOnDefaultPool(void*, size_t num_tasks, Executor::Task task, void* ctx) {
-  DefaultPool()->Run(num_tasks, task, ctx);
-}
-
-void RunOnDefaultPoolIfAwake(void*, size_t num_tasks, Executor::Task task, void* ctx) {
-  DefaultPool()->Run(num_tasks, task, ctx, /*may_wake=*/false);
+// The executor of a Split on the default pool: ctx is the pool, which the
+// Split holds for the call.
+void RunOnPool(void* pool, size_t num_tasks, Executor::Task task, void* ctx) {
+  static_cast<ThreadPool*>(pool)->Run(num_tasks, task, ctx);
 }
 
 void RunSerially(void*, size_t num_tasks, Executor::Task task, void* ctx) {
@@ -229,18 +225,6 @@ std::shared_ptr<ThreadPool> DefaultPool() {
     g_pool = std::make_shared<ThreadPool>(g_requested > 0 ? std::min(g_requested, cpus) : cpus);
   }
   return g_pool;
-}
-
-Executor DefaultExecutor() {
-  Executor e;
-  e.run = RunOnDefaultPool;
-  return e;
-}
-
-Executor DefaultExecutorIfAwake() {
-  Executor e;
-  e.run = RunOnDefaultPoolIfAwake;
-  return e;
 }
 
 Executor SerialExecutor() {
@@ -283,11 +267,15 @@ constexpr int64_t kMinNsPerThread = 2000;
 // woke in time to take a task: after a pause, 2 threads made rms_norm
 // 16x5120 f32 1.4x slower than 1 thread. A job shorter than this wakes no
 // sleeping worker: it splits only when a worker is awake or calls come back
-// to back (ThreadPool::Run, may_wake).
+// to back (ThreadPool::ShortJobMaySplit, the end of the last job marked by
+// RunRows). Such a job then stays one task on the caller: its row loop's
+// look-ahead runs across all its rows.
 constexpr int64_t kWakeNs = 50000;
 constexpr int64_t kTasksPerThread = 4;
 
 }  // namespace
+
+void JobEnded(ThreadPool& pool) { pool.MarkJobEnd(); }
 
 Split ChooseSplit(const Execution& execution, const JobSize& size) {
   Split split;
@@ -300,9 +288,13 @@ Split ChooseSplit(const Execution& execution, const JobSize& size) {
   }
   const int64_t by_size = size.work_ns / kMinNsPerThread;
   if (by_size < 2) return split;
-  const int64_t threads = std::min<int64_t>(by_size, NumThreads());
+  std::shared_ptr<ThreadPool> pool = DefaultPool();
+  const int64_t threads = std::min<int64_t>(by_size, pool->num_threads());
   if (threads < 2) return split;
-  split.exec = size.work_ns < kWakeNs ? DefaultExecutorIfAwake() : DefaultExecutor();
+  split.pool = std::move(pool);
+  if (size.work_ns < kWakeNs && !split.pool->ShortJobMaySplit()) return split;
+  split.exec.run = RunOnPool;
+  split.exec.ctx = split.pool.get();
   split.num_tasks = std::min<int64_t>(size.rows, threads * kTasksPerThread);
   return split;
 }

@@ -35,12 +35,19 @@ class ThreadPool {
   // is already running a job on this pool, runs everything on the caller
   // instead of waiting (concurrent callers stay safe and never block).
   // The caller takes tasks too and never waits for a sleeping worker to wake:
-  // a worker that wakes after every task was taken skips the job. The wake-up
-  // call itself costs the caller 5-15 us in a VM, so with may_wake false a
-  // job runs on the caller alone unless a worker is awake (spinning after a
-  // job) or the pool's last job ended within the spin time (calls coming back
-  // to back, whose next ones then find the workers spinning).
-  void Run(size_t num_tasks, Executor::Task task, void* ctx, bool may_wake = true);
+  // a worker that wakes after every task was taken skips the job.
+  void Run(size_t num_tasks, Executor::Task task, void* ctx);
+
+  // Whether a short job (shorter than a wake-up call is worth: it costs the
+  // caller 5-15 us in a VM) should be split over the pool: true while a
+  // worker is spinning after a job (it answers without a wake-up call), or
+  // when the last job (MarkJobEnd) ended within the spin time: calls come
+  // back to back, and the next ones will find the workers spinning (a worker
+  // just woken by the last job may not spin yet).
+  bool ShortJobMaySplit() const;
+  // Marks the end of a job that the pool was asked about (cpu::RunRows),
+  // whether it was split or ran on the caller alone.
+  void MarkJobEnd();
 
   // GLMNORM_SPIN_US (microseconds, 0 to 1000000) when set, else 50 us; read
   // once per process. glmnorm::Error when it is not such a number.
@@ -79,7 +86,7 @@ class ThreadPool {
   bool open_ = false;
   std::atomic<size_t> active_{0};
   // Workers spinning after a job (they answer a new one without a wake-up
-  // call), and when the last job on this pool ended (NowNanos).
+  // call), and when the last job ended (NowNanos; MarkJobEnd).
   std::atomic<int> spinning_{0};
   std::atomic<int64_t> last_end_ns_{0};
   size_t started_ = 0;  // workers that reached WorkerLoop (the constructor waits for all)
@@ -89,17 +96,12 @@ class ThreadPool {
 // else std::thread::hardware_concurrency), at least 1.
 int AvailableCpus();
 
-// The process-wide pool behind the default executor, created on first use.
+// The process-wide pool that cpu::ChooseSplit splits jobs over, created on
+// first use.
 // Callers hold the shared_ptr while they run on it, so SetNumThreads cannot
 // pull it away. After fork() the child forgets the parent's pool (its workers
 // do not exist in the child) and creates a fresh one on first use.
 std::shared_ptr<ThreadPool> DefaultPool();
-// Executor that runs on DefaultPool().
-Executor DefaultExecutor();
-// The same pool, but a job never wakes a sleeping worker unless calls come
-// back to back (ThreadPool::Run's may_wake = false): for jobs shorter than
-// the wake-up is worth.
-Executor DefaultExecutorIfAwake();
 
 }  // namespace glmnorm
 
