@@ -13,9 +13,14 @@
 //   out[i] = a*cos[i] - b*sin[i];  out[i + rotary_dim/2] = b*cos[i] + a*sin[i]
 // where h is the normalised head as RmsNorm would store it (rounded to
 // the output dtype), the rotation is computed in float32 and rounded once.
-// cos and sin are f32 [positions, rotary_dim/2] (any row stride); token t
-// uses row positions[t] (i64 [tokens], any stride), or row t when no
-// positions are given (positions.rank == 0).
+// cos and sin are f32 [positions, rotary_dim/2] (any row stride). Token t
+// uses the table row its position names: positions is i64 [tokens] (token t
+// in the flattened order), or shaped like qkv's leading dims ([B, S] for
+// [B, S, W]: Transformers' position_ids; a dim of 1 is broadcast, so [1, S]
+// serves every sequence), any strides. Without positions (positions.rank ==
+// 0) token t uses row t; that needs qkv to hold one sequence (leading dims
+// [S] or [1, S]): [B, S] with B > 1 is an error, since row t of the
+// flattened tokens is not the position within each sequence.
 //
 // Errors (glmnorm::Error, nothing written): bad heads, strides, gammas,
 // dtypes or tables, a position out of range. 0 tokens is a no-op (null
@@ -45,11 +50,12 @@ struct Rope {
   int rotary_dim = 0;  // 0: no RoPE (cos, sin, positions left empty); else even and <= head_dim
   ConstTensorView cos;  // f32 [positions, rotary_dim/2]
   ConstTensorView sin;  // f32 [positions, rotary_dim/2]
-  ConstTensorView positions;  // i64 [tokens]; rank 0 (the default): token t uses row t
+  ConstTensorView positions;  // i64 [tokens] or qkv's leading dims; rank 0 (default): row t
 };
 
 // qkv_in and qkv_out: views [..., full QKV width] of the same shape; tokens =
-// the product of the leading dims (positions, if given, has that length).
+// the product of the leading dims (positions, if given, has that many values
+// or their shape).
 void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHeads& heads,
             const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
             const NormOptions& options = {}, const Rope& rope = {},

@@ -22,6 +22,8 @@ table; in short, per mesh dim, with ``x`` the normalised tensor (x / residual / 
   ``positions``) are ``Shard(0)`` where the rows of a shard are a contiguous block of the
   flattened rows (x's dims before d of size 1, and d's shards as the flattened rows'), else x
   is redistributed to ``Replicate()`` on that mesh dim (out-of-place ops) or the op raises.
+* RoPE ``positions`` shaped like x's leading dims (``[B, S]``, Transformers' position_ids)
+  take x's placements dim for dim, ``Replicate()`` on a broadcast dim of 1.
 
 Why the sharding-propagator hook and not ``torch.distributed.tensor.experimental.
 register_sharding``: that public wrapper (torch 2.15) expands a one-mesh-dim rule to every
@@ -61,7 +63,8 @@ _registered = []
 # other tensor arguments by role, and the role of each output.
 #   "rows": same shape as x (redistributed to / given x's placements)
 #   "repl": Replicate (weights, RoPE tables, a static scale's [1] output)
-#   "vec":  1-D per-row vector (positions; per-row scales)
+#   "vec":  1-D per-row vector (positions; per-row scales), or positions shaped like x's
+#           leading dims, placed as x
 #   "grad": weight gradient (Partial where x is row-sharded)
 _RULES = {
     "rms_norm": dict(mutates=False, args={0: "rows", 1: "repl"}, outs=["rows"]),
@@ -118,9 +121,23 @@ def _strategy_for(name, rule):
         argname = op_schema.op._schema.arguments[0].name
         ndim = len(shape) if shape is not None else 0
         last = ndim - 1
-        # Does a 1-D per-row tensor exist here whose shards must match x's row shards?
-        per_row = any(role == "vec" and _arg(op_schema, i) is not None
-                      for i, role in rule["args"].items())
+        # Positions shaped like x's leading dims ([B, S] of [B, S, W], a dim of 1 broadcast)
+        # shard with x, dim for dim; a 1-D per-row tensor's shards must match x's shards of
+        # the flattened rows. Positions of any other shape are replicated (the library then
+        # names the full shapes in its error).
+        lead_shaped = {}  # arg index -> its shape, for the positions shaped like x's
+        per_row = False
+        for i, role in rule["args"].items():
+            a = _arg(op_schema, i)
+            if role != "vec" or a is None:
+                continue
+            p_shape = tuple(a.strategies[0].output_spec.tensor_meta.shape) \
+                if isinstance(a, OpStrategy) else None
+            if p_shape is None or len(p_shape) == 1:
+                per_row = True
+            elif shape is not None and len(p_shape) == ndim - 1 and all(
+                    p in (s, 1) for p, s in zip(p_shape, shape)):
+                lead_shaped[i] = p_shape
         if "scales" in rule["outs"]:
             scale_index = [a.name for a in op_schema.op._schema.arguments].index("scale")
             per_row = per_row or _arg(op_schema, scale_index) is None
@@ -173,8 +190,16 @@ def _strategy_for(name, rule):
             a = _arg(op_schema, i)
             if not isinstance(a, OpStrategy):
                 continue
-            want = {"rows": row_spec, "repl": spec([Replicate()] * mesh.ndim),
-                    "vec": spec(vec)}[role]
+            if role == "vec" and i in lead_shaped:
+                # x's placements; a broadcast dim (1 in positions) is replicated.
+                want = spec([Replicate() if t.is_shard() and lead_shaped[i][t.dim] == 1
+                             and shape[t.dim] != 1 else t for t in target])
+            elif role == "vec" and len(_arg(op_schema, i).strategies[0].output_spec
+                                       .tensor_meta.shape) > 1:
+                want = spec([Replicate()] * mesh.ndim)  # a shape the library will refuse
+            else:
+                want = {"rows": row_spec, "repl": spec([Replicate()] * mesh.ndim),
+                        "vec": spec(vec)}[role]
             input_specs.append(want)
             costs.append(generate_redistribute_costs(a, want))
         grad = [Partial() if not t.is_replicate() else Replicate() for t in target]

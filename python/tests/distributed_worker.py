@@ -216,6 +216,24 @@ def scenario_ops(seed):
                  "glmnorm.qk_norm_", "qkv", "Shard(dim=1)")
     y = OPS.qk_norm(dt(qkv, Shard(1)), rep(qw), rep(kw), *heads)  # last dim: replicated
     same_bits(y, OPS.qk_norm(qkv, qw, kw, *heads), "qk_norm Shard(last)")
+    # positions shaped like the leading dims ([B, S]: Transformers' position_ids) shard with
+    # qkv, dim for dim (sequence-sharded too); [1, S] is broadcast, its dim 0 replicated.
+    rope_args = (1e-5, "cast-then-scale", 0.0, hd // 2)
+    qkv_bs = rows(gen, (2, 6, (nq + nk + nv) * hd), torch.bfloat16)
+    pos_bs = torch.randint(0, 32, (2, 6), generator=gen)
+    ref_bs = OPS.qk_norm(qkv_bs, qw, kw, *heads, *rope_args, cos, sin, pos_bs.reshape(-1))
+    for pl in (Shard(0), Shard(1)):
+        y = OPS.qk_norm(dt(qkv_bs, pl), rep(qw), rep(kw), *heads, *rope_args, rep(cos), rep(sin),
+                        dt(pos_bs, pl))
+        assert y.placements == (pl,), y.placements
+        same_bits(y, ref_bs, f"qk_norm rope positions [B, S] {pl}")
+    pos_1s = pos_bs[:1]
+    ref_1s = OPS.qk_norm(qkv_bs, qw, kw, *heads, *rope_args, cos, sin,
+                         pos_1s.expand(2, 6).reshape(-1))
+    y = OPS.qk_norm(dt(qkv_bs, Shard(0)), rep(qw), rep(kw), *heads, *rope_args, rep(cos),
+                    rep(sin), rep(pos_1s))
+    assert y.placements == (Shard(0),), y.placements
+    same_bits(y, ref_1s, "qk_norm rope positions [1, S] broadcast")
     qkv3 = rows(gen, (2, 5, (nq + nk + nv) * hd), torch.float32)
     qw32, kw32 = qw.float(), kw.float()
     dq = rows(gen, qkv3.shape, torch.float32)

@@ -52,6 +52,19 @@ void ValidateTable(const char* fn, const char* name, const ConstTensorView& t, i
   }
 }
 
+// Token t's index in the caller's positions `pv`: "t" for [tokens], "b, s"
+// for positions shaped like qkv's leading dims (0 on a broadcast dim).
+std::string PositionIndex(int64_t t, const ConstTensorView& pv, const ConstTensorView& qkv) {
+  if (pv.rank == 1) return Str(t);
+  std::string index;
+  for (int i = pv.rank - 1; i >= 0; --i) {
+    const int64_t at = pv.shape[i] == 1 ? 0 : t % qkv.shape[i];
+    t /= qkv.shape[i];
+    index = Str(at) + (index.empty() ? "" : ", ") + index;
+  }
+  return index;
+}
+
 }  // namespace
 
 namespace detail {
@@ -98,9 +111,10 @@ void ValidateQkGammaDTypes(const char* fn, DType q, DType k, DType qkv, const ch
   }
 }
 
-void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
-                  const ConstTensorView& qkv, const char* qkv_name, const TensorView& out,
-                  const char* out_name, const Execution& execution) {
+RopeTables ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
+                        const ConstTensorView& qkv, const char* qkv_name, const TensorView& out,
+                        const char* out_name, const Execution& execution) {
+  RopeTables tables;
   if (rope.rotary_dim == 0) {
     // A table given without rotary_dim is a forgotten rotary_dim, not a
     // request for no RoPE: refused rather than silently unread.
@@ -115,75 +129,106 @@ void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t to
                                ") or leave out rope.cos, rope.sin and rope.positions");
       }
     }
-  } else {
-    if (rope.rotary_dim < 0 || rope.rotary_dim % 2 != 0 || rope.rotary_dim > head_dim) {
-      validate::Fail(fn, "rope.rotary_dim must be 0 (no RoPE) or even and <= head_dim " +
-                             Str(head_dim) + ", got " + Str(rope.rotary_dim));
-    }
-    const int64_t half = rope.rotary_dim / 2;
-    for (const auto& [name, t] :
-         {std::pair{"rope.cos", &rope.cos}, std::pair{"rope.sin", &rope.sin}}) {
-      if (t->rank == 0) {
-        validate::Fail(fn, "rope.rotary_dim " + Str(rope.rotary_dim) + " needs " + name +
-                               ", f32 [positions, rotary_dim / 2 = " + Str(half) +
-                               "]; none was given");
-      }
-    }
-    ValidateTable(fn, "cos", rope.cos, half);
-    ValidateTable(fn, "sin", rope.sin, half);
-    if (rope.sin.shape[0] != rope.cos.shape[0]) {
-      validate::Fail(fn, "rope.sin must have as many positions as rope.cos (" +
-                             Str(rope.cos.shape[0]) + "), got " + Str(rope.sin.shape[0]));
-    }
-    validate::NoPartialOverlap(fn, "rope.cos", rope.cos, out_name, out, false);
-    validate::NoPartialOverlap(fn, "rope.sin", rope.sin, out_name, out, false);
-    const int64_t positions = rope.cos.shape[0];
-    const ConstTensorView& pv = rope.positions;
-    if (pv.rank == 0) {
-      // Leading dims [..., B, S]: more than one sequence unless all but the
-      // last leading dim are 1.
-      int64_t sequences = 1;
-      for (int i = 0; i + 2 < qkv.rank; ++i) sequences *= qkv.shape[i];
-      if (sequences > 1 && tokens > 0) {
-        validate::Fail(fn, "rope.positions is required when " + std::string(qkv_name) +
-                               " holds several sequences (leading dims " +
-                               validate::ShapeString(qkv.shape, qkv.rank - 1) +
-                               "): without it token t takes table row t of all " + Str(tokens) +
-                               " tokens; pass i64 [tokens = " + Str(tokens) +
-                               "] (Transformers: position_ids.reshape(-1))");
-      }
-      if (tokens > positions) {
-        validate::Fail(fn, "rope.cos has " + Str(positions) + " positions but there are " +
-                                Str(tokens) + " tokens and no rope.positions");
-      }
-    } else {
-      if (pv.dtype != DType::kI64) {
-        validate::FailDType(fn, "rope.positions.dtype must be i64, got " +
-                                    std::string(Name(pv.dtype)));
-      }
-      if (pv.rank != 1 || pv.shape[0] != tokens) {
-        validate::Fail(fn, "rope.positions must be i64 [tokens = " + Str(tokens) + "], got " +
-                                std::string(Name(pv.dtype)) + " " +
-                                validate::ShapeString(pv.shape, pv.rank));
-      }
-      validate::View(fn, "rope.positions", pv);
-      validate::NoPartialOverlap(fn, "rope.positions", pv, out_name, out, false);
-      int64_t bad_token = tokens, bad_position = 0;
-      RopePositionsCheckJob check;
-      check.positions = static_cast<const int64_t*>(pv.data);
-      check.positions_stride = pv.stride[0];
-      check.tokens = tokens;
-      check.limit = positions;
-      check.bad_token = &bad_token;
-      check.bad_position = &bad_position;
-      check.size.rows = tokens > 0 ? 1 : 0;
-      backend::Run(check, execution);
-      if (bad_token < tokens) {
-        validate::Fail(fn, "rope.positions[" + Str(bad_token) + "] must be in [0, " +
-                               Str(positions) + "), got " + Str(bad_position));
-      }
+    return tables;
+  }
+  if (rope.rotary_dim < 0 || rope.rotary_dim % 2 != 0 || rope.rotary_dim > head_dim) {
+    validate::Fail(fn, "rope.rotary_dim must be 0 (no RoPE) or even and <= head_dim " +
+                           Str(head_dim) + ", got " + Str(rope.rotary_dim));
+  }
+  const int64_t half = rope.rotary_dim / 2;
+  for (const auto& [name, t] :
+       {std::pair{"rope.cos", &rope.cos}, std::pair{"rope.sin", &rope.sin}}) {
+    if (t->rank == 0) {
+      validate::Fail(fn, "rope.rotary_dim " + Str(rope.rotary_dim) + " needs " + name +
+                             ", f32 [positions, rotary_dim / 2 = " + Str(half) +
+                             "]; none was given");
     }
   }
+  ValidateTable(fn, "cos", rope.cos, half);
+  ValidateTable(fn, "sin", rope.sin, half);
+  if (rope.sin.shape[0] != rope.cos.shape[0]) {
+    validate::Fail(fn, "rope.sin must have as many positions as rope.cos (" +
+                           Str(rope.cos.shape[0]) + "), got " + Str(rope.sin.shape[0]));
+  }
+  validate::NoPartialOverlap(fn, "rope.cos", rope.cos, out_name, out, false);
+  validate::NoPartialOverlap(fn, "rope.sin", rope.sin, out_name, out, false);
+  tables.rotary_dim = rope.rotary_dim;
+  tables.cos = static_cast<const float*>(rope.cos.data);
+  tables.sin = static_cast<const float*>(rope.sin.data);
+  tables.cos_row_stride = rope.cos.stride[0];
+  tables.sin_row_stride = rope.sin.stride[0];
+  const int64_t positions = rope.cos.shape[0];
+  const ConstTensorView& pv = rope.positions;
+  const int num_lead = qkv.rank - 1;  // the caller's leading dims: [B, S] of [B, S, W]
+  if (pv.rank == 0) {
+    // Leading dims [..., B, S]: more than one sequence unless all but the
+    // last leading dim are 1.
+    int64_t sequences = 1;
+    for (int i = 0; i + 1 < num_lead; ++i) sequences *= qkv.shape[i];
+    if (sequences > 1 && tokens > 0) {
+      validate::Fail(fn, "rope.positions is required when " + std::string(qkv_name) +
+                             " holds several sequences (leading dims " +
+                             validate::ShapeString(qkv.shape, num_lead) +
+                             "): without it token t takes table row t of all " + Str(tokens) +
+                             " tokens; pass i64 " + validate::ShapeString(qkv.shape, num_lead) +
+                             " (Transformers' position_ids) or [tokens = " + Str(tokens) + "]");
+    }
+    if (tokens > positions) {
+      validate::Fail(fn, "rope.cos has " + Str(positions) + " positions but there are " +
+                              Str(tokens) + " tokens and no rope.positions");
+    }
+    return tables;
+  }
+  if (pv.dtype != DType::kI64) {
+    validate::FailDType(fn, "rope.positions.dtype must be i64, got " +
+                                std::string(Name(pv.dtype)));
+  }
+  // [tokens], or the leading dims' shape with dims of 1 broadcast (stride 0):
+  // Transformers' position_ids [B, S], or [1, S] shared by the batch.
+  bool like_lead = pv.rank == num_lead && num_lead > 1;
+  for (int i = 0; like_lead && i < num_lead; ++i) {
+    like_lead = pv.shape[i] == qkv.shape[i] || pv.shape[i] == 1;
+  }
+  if (!(pv.rank == 1 && pv.shape[0] == tokens) && !like_lead) {
+    validate::Fail(fn, "rope.positions must be i64 [tokens = " + Str(tokens) + "]" +
+                           (num_lead > 1 ? " or shaped like " + std::string(qkv_name) +
+                                               "'s leading dims " +
+                                               validate::ShapeString(qkv.shape, num_lead) +
+                                               " (a dim of 1 is broadcast)"
+                                         : std::string()) +
+                           ", got " + std::string(Name(pv.dtype)) + " " +
+                           validate::ShapeString(pv.shape, pv.rank));
+  }
+  validate::View(fn, "rope.positions", pv);
+  validate::NoPartialOverlap(fn, "rope.positions", pv, out_name, out, false);
+  if (tokens == 0) return tables;  // nothing to read (View skips an empty view's strides)
+  // Token t's position as a row offset: the view [lead..., 1] with pv's
+  // strides (0 on broadcast dims), rows in the tokens' order.
+  ConstTensorView rows;
+  rows.rank = pv.rank + 1;
+  for (int i = 0; i < pv.rank; ++i) {
+    rows.shape[i] = pv.rank == 1 ? tokens : qkv.shape[i];
+    rows.stride[i] = pv.shape[i] == 1 && rows.shape[i] != 1 ? 0 : pv.stride[i];
+  }
+  rows.shape[pv.rank] = 1;
+  rows.stride[pv.rank] = 1;
+  tables.positions = static_cast<const int64_t*>(pv.data);
+  tables.positions_layout = RowLayout::Of(rows);
+  int64_t bad_token = tokens, bad_position = 0;
+  RopePositionsCheckJob check;
+  check.positions = tables.positions;
+  check.layout = tables.positions_layout;
+  check.tokens = tokens;
+  check.limit = positions;
+  check.bad_token = &bad_token;
+  check.bad_position = &bad_position;
+  check.size.rows = 1;
+  backend::Run(check, execution);
+  if (bad_token < tokens) {
+    validate::Fail(fn, "rope.positions[" + PositionIndex(bad_token, pv, qkv) + "] must be in [0, " +
+                           Str(positions) + "), got " + Str(bad_position));
+  }
+  return tables;
 }
 
 }  // namespace detail
@@ -207,8 +252,8 @@ void QkNorm(const ConstTensorView& qkv_in_any, const TensorView& qkv_out_any,
   validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "qkv_out", qkv_out, /*allow_same=*/false);
   validate::NoPartialOverlap(kFn, "k_gamma", k_gamma, "qkv_out", qkv_out, /*allow_same=*/false);
   const int64_t tokens = qkv_in.shape[0];
-  detail::ValidateRope(kFn, rope, heads.head_dim, tokens, qkv_in_any, "qkv_in", qkv_out, "qkv_out",
-                       execution);
+  const RopeTables tables = detail::ValidateRope(kFn, rope, heads.head_dim, tokens, qkv_in_any,
+                                                "qkv_in", qkv_out, "qkv_out", execution);
 
   QkNormJob job;
   job.p = NormParams::Of(qkv_in.dtype, q_gamma.dtype, qkv_out.dtype, heads.head_dim, options);
@@ -220,7 +265,7 @@ void QkNorm(const ConstTensorView& qkv_in_any, const TensorView& qkv_out_any,
   job.num_k_heads = heads.num_k_heads;
   job.q_gamma = q_gamma.data;
   job.k_gamma = k_gamma.data;
-  job.rope = RopeTables::Of(rope);
+  job.rope = tables;
   const int64_t qk_elems = (int64_t{heads.num_q_heads} + heads.num_k_heads) * heads.head_dim;
   job.size.rows = tokens;
   job.size.work_ns = work_cost::Ns(tokens * qk_elems, rope.rotary_dim != 0

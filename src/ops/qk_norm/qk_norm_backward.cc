@@ -109,7 +109,8 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
   validate::NoPartialOverlap(kFn, "k_gamma", k_gamma, "dq_gamma", dq_gamma, false);
   validate::NoPartialOverlap(kFn, "q_gamma", q_gamma, "dk_gamma", dk_gamma, false);
   const int64_t tokens = qkv.shape[0];
-  detail::ValidateRope(kFn, rope, hd, tokens, qkv_any, "qkv", dqkv_in, "dqkv_in", execution);
+  const RopeTables tables =
+      detail::ValidateRope(kFn, rope, hd, tokens, qkv_any, "qkv", dqkv_in, "dqkv_in", execution);
   if (rope.rotary_dim != 0) {
     // The k heads' run reads the tables and positions after the q heads' run
     // has written dq_gamma.
@@ -124,7 +125,7 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
     if (hd <= kMaxRopeRowWidth) {
       // The norm backward un-rotates each head's gradient as it reads it: one
       // pass over the gradient, none through memory in between.
-      q.rope = k.rope = RopeTables::Of(rope);
+      q.rope = k.rope = tables;
     } else if (tokens > 0) {
       // Wider heads: the norm's dy is the un-rotated gradient (the same dtype
       // as dqkv_out), in a private buffer [tokens, (nq + nk) * head_dim]:
@@ -143,7 +144,7 @@ void QkNormBackward(const ConstTensorView& qkv_any, const ConstTensorView& dqkv_
       job.out_row_stride = qk_cols;
       job.heads = qk_heads;
       job.head_dim = hd;
-      job.rope = RopeTables::Of(rope);
+      job.rope = tables;
       job.size.rows = tokens;
       job.size.work_ns = work_cost::Ns(tokens * qk_cols, work_cost::kRopeBackwardPass);
       backend::Run(job, execution);

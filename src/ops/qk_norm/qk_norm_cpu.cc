@@ -244,7 +244,7 @@ void OpKernels<QkNormJob>::CpuRows(const QkNormJob& job, int64_t row_begin, int6
 // Plain C++: a scan of a few integers gains nothing from SIMD targets.
 void OpKernels<RopePositionsCheckJob>::CpuRows(const RopePositionsCheckJob& job, int64_t, int64_t) {
   for (int64_t t = 0; t < job.tokens; ++t) {
-    const int64_t pos = job.positions[t * job.positions_stride];
+    const int64_t pos = job.positions[job.layout.Offset(t)];
     if (pos < 0 || pos >= job.limit) {
       *job.bad_token = t;
       *job.bad_position = pos;

@@ -12,6 +12,8 @@
 
 namespace glmnorm {
 
+struct RopeTables;  // below
+
 namespace detail {
 // The checks of the head counts shared by QkNorm and QkNormBackward (`fn`
 // names the public function): head_dim >= 1, counts >= 0, at least one q or
@@ -24,15 +26,17 @@ void ValidateQkGammaDTypes(const char* fn, DType q, DType k, DType qkv, const ch
 
 // The checks of a Rope argument, shared by QkNorm and QkNormBackward (`fn`
 // names the public function): rotary_dim even and <= head_dim, f32 tables
-// [positions, rotary_dim/2] with contiguous rows, positions i64 [tokens] in
-// range (or absent: tokens <= the tables' positions), none overlapping `out`
-// (named `out_name`).
-// With rotary_dim 0 no table may be given. Without positions, `qkv` (the
-// caller's view, named `qkv_name`) must hold one sequence: leading dims
-// [B, S] with B > 1 would take table rows 0..B*S-1, not 0..S-1 per sequence.
-void ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
-                  const ConstTensorView& qkv, const char* qkv_name, const TensorView& out,
-                  const char* out_name, const Execution& execution);
+// [positions, rotary_dim/2] with contiguous rows, positions i64 in range,
+// shaped [tokens] or like the caller's leading dims (`qkv`, named
+// `qkv_name`: [B, S] for [B, S, W], a dim of 1 broadcast), or absent (tokens
+// <= the tables' positions), none overlapping `out` (named `out_name`).
+// With rotary_dim 0 no table may be given. Without positions, `qkv` must
+// hold one sequence: leading dims [B, S] with B > 1 would take table rows
+// 0..B*S-1, not 0..S-1 per sequence. Returns the tables as the kernels read
+// them.
+RopeTables ValidateRope(const char* fn, const Rope& rope, int64_t head_dim, int64_t tokens,
+                        const ConstTensorView& qkv, const char* qkv_name, const TensorView& out,
+                        const char* out_name, const Execution& execution);
 
 // The error for a QKV view `name` of width `got` that is not
 // (nq + nk + nv) * head_dim = `width` (QkNorm and QkNormBackward alike).
@@ -49,27 +53,13 @@ struct RopeTables {
   int64_t cos_row_stride = 0;
   int64_t sin_row_stride = 0;
   const int64_t* positions = nullptr;  // null: token t uses row t
-  int64_t positions_stride = 1;        // elements
+  RowLayout positions_layout;          // token t's position: positions[Offset(t)]
 
-  static RopeTables Of(const Rope& rope) {
-    RopeTables t;
-    t.rotary_dim = rope.rotary_dim;
-    if (rope.rotary_dim == 0) return t;
-    t.cos = static_cast<const float*>(rope.cos.data);
-    t.sin = static_cast<const float*>(rope.sin.data);
-    t.cos_row_stride = rope.cos.stride[0];
-    t.sin_row_stride = rope.sin.stride[0];
-    if (rope.positions.rank != 0) {
-      t.positions = static_cast<const int64_t*>(rope.positions.data);
-      t.positions_stride = rope.positions.stride[0];
-    }
-    return t;
-  }
   // The table rows of token t.
   const float* Cos(int64_t t) const { return cos + Position(t) * cos_row_stride; }
   const float* Sin(int64_t t) const { return sin + Position(t) * sin_row_stride; }
   int64_t Position(int64_t t) const {
-    return positions != nullptr ? positions[t * positions_stride] : t;
+    return positions != nullptr ? positions[positions_layout.Offset(t)] : t;
   }
 };
 
@@ -101,7 +91,7 @@ struct OpKernels<QkNormJob> {
 struct RopePositionsCheckJob {
   JobSize size;
   const int64_t* positions = nullptr;
-  int64_t positions_stride = 1;  // elements
+  RowLayout layout;  // token t's position: positions[layout.Offset(t)]
   int64_t tokens = 0;
   int64_t limit = 0;  // the tables' positions
   int64_t* bad_token = nullptr;

@@ -11,7 +11,9 @@ namespace glmnorm::reference {
 
 // QkNorm then RoPE, done separately: each q/k head through RmsNorm (this
 // file's, stored in qkv_out's dtype), then the rotation in float64 of those
-// stored values, rounded once. v is not touched. No validation.
+// stored values, rounded once. v is not touched. No validation;
+// rope.positions rank 1 ([tokens]) only: the tests compare other shapes of
+// positions with their flattened [tokens] form.
 void QkNorm(const ConstTensorView& qkv_in, const TensorView& qkv_out, const QkHeads& heads,
             const ConstTensorView& q_gamma, const ConstTensorView& k_gamma,
             const NormOptions& options, const Rope& rope);

@@ -460,6 +460,117 @@ TEST(QkNormRope, CloseToFloat64Reference) {
   }
 }
 
+// Positions shaped like the leading dims ([B, S]: Transformers' position_ids),
+// with any strides, or [1, S] broadcast over the batch: the bits of the same
+// positions flattened to [tokens], in the forward and the backward.
+TEST(QkNormRope, PositionsShapedLikeLeadingDims) {
+  const QkHeads h{2, 1, 1, 8};
+  constexpr int64_t kB = 2, kS = 3, kW = 32, kTables = 10;
+  std::mt19937_64& rng = test::Rng();  // seeded by test::Seed() (printed)
+  std::normal_distribution<float> normal;
+  std::vector<uint16_t> qkv(kB * kS * kW), g(8);
+  for (auto& v : qkv) v = BF16FromF32(normal(rng));
+  for (auto& v : g) v = BF16FromF32(1.0f + 0.25f * normal(rng));
+  std::vector<float> cos(kTables * 2), sin(kTables * 2);
+  for (auto& v : cos) v = normal(rng);
+  for (auto& v : sin) v = normal(rng);
+  std::vector<int64_t> flat(kB * kS), transposed(kB * kS);
+  for (auto& p : flat) p = static_cast<int64_t>(rng() % kTables);
+  for (int64_t b = 0; b < kB; ++b) {
+    for (int64_t s = 0; s < kS; ++s) transposed[s * kB + b] = flat[b * kS + s];
+  }
+  const ConstTensorView in = Contiguous<const void*>(qkv.data(), DType::kBF16, {kB, kS, kW});
+  const ConstTensorView gv = Contiguous<const void*>(g.data(), DType::kBF16, {8});
+  const auto rope_with = [&](const ConstTensorView& positions) {
+    Rope r;
+    r.rotary_dim = 4;
+    r.cos = Contiguous<const void*>(cos.data(), DType::kF32, {kTables, 2});
+    r.sin = Contiguous<const void*>(sin.data(), DType::kF32, {kTables, 2});
+    r.positions = positions;
+    return r;
+  };
+  // qkv_in `qkv_view` (default: [B, S, W]) and a qkv_out of its shape.
+  const auto forward = [&](const ConstTensorView& positions,
+                           const ConstTensorView* qkv_view = nullptr) {
+    std::vector<uint16_t> out(qkv.size(), 0x4242);
+    const ConstTensorView& q = qkv_view != nullptr ? *qkv_view : in;
+    TensorView o;
+    o.data = out.data();
+    o.dtype = q.dtype;
+    o.rank = q.rank;
+    for (int i = 0; i < q.rank; ++i) {
+      o.shape[i] = q.shape[i];
+      o.stride[i] = q.stride[i];
+    }
+    QkNorm(q, o, h, gv, gv, {}, rope_with(positions));
+    return out;
+  };
+  const auto backward = [&](const ConstTensorView& positions) {
+    std::vector<uint16_t> dqkv_in(qkv.size(), 0x4242), dg(16);
+    const auto dqg = Contiguous<void*>(dg.data(), DType::kBF16, {8});
+    const auto dkg = Contiguous<void*>(dg.data() + 8, DType::kBF16, {8});
+    QkNormBackward(in, in, Contiguous<void*>(dqkv_in.data(), DType::kBF16, {kB, kS, kW}), h, gv,
+                   gv, dqg, dkg, {}, rope_with(positions));
+    dqkv_in.insert(dqkv_in.end(), dg.begin(), dg.end());
+    return dqkv_in;
+  };
+  const ConstTensorView flat_v = Contiguous<const void*>(flat.data(), DType::kI64, {kB * kS});
+  ConstTensorView bs = Contiguous<const void*>(flat.data(), DType::kI64, {kB, kS});
+  ConstTensorView bs_transposed = Contiguous<const void*>(transposed.data(), DType::kI64, {kB, kS});
+  bs_transposed.stride[0] = 1;
+  bs_transposed.stride[1] = kB;
+  for (const ConstTensorView* v : {&bs, &bs_transposed}) {
+    EXPECT_EQ(forward(*v), forward(flat_v)) << "strides " << v->stride[0] << ", " << v->stride[1];
+    EXPECT_EQ(backward(*v), backward(flat_v));
+  }
+  // [1, S]: every sequence takes the same positions.
+  std::vector<int64_t> repeated;
+  for (int64_t b = 0; b < kB; ++b) repeated.insert(repeated.end(), flat.begin(), flat.begin() + kS);
+  const ConstTensorView one_s = Contiguous<const void*>(flat.data(), DType::kI64, {1, kS});
+  const ConstTensorView repeated_v = Contiguous<const void*>(repeated.data(), DType::kI64, {kB * kS});
+  EXPECT_EQ(forward(one_s), forward(repeated_v));
+  EXPECT_EQ(backward(one_s), backward(repeated_v));
+  // [B, 1]: one position for every token of a sequence.
+  std::vector<int64_t> per_sequence;
+  for (int64_t b = 0; b < kB; ++b) per_sequence.insert(per_sequence.end(), kS, flat[b]);
+  EXPECT_EQ(forward(Contiguous<const void*>(flat.data(), DType::kI64, {kB, 1})),
+            forward(Contiguous<const void*>(per_sequence.data(), DType::kI64, {kB * kS})));
+  // Rank-4 qkv [B, 1, S, W]: positions [B, 1, S], and [1, 1, S] broadcast.
+  const ConstTensorView in4 = Contiguous<const void*>(qkv.data(), DType::kBF16, {kB, 1, kS, kW});
+  EXPECT_EQ(forward(Contiguous<const void*>(flat.data(), DType::kI64, {kB, 1, kS}), &in4),
+            forward(flat_v));
+  EXPECT_EQ(forward(Contiguous<const void*>(flat.data(), DType::kI64, {1, 1, kS}), &in4),
+            forward(repeated_v));
+  // 0 tokens: nothing read or written, whatever the positions' strides.
+  const ConstTensorView empty = Contiguous<const void*>(qkv.data(), DType::kBF16, {0, kS, kW});
+  ConstTensorView empty_positions = Contiguous<const void*>(flat.data(), DType::kI64, {0, kS});
+  empty_positions.stride[0] = int64_t{1} << 62;
+  EXPECT_EQ(forward(empty_positions, &empty), std::vector<uint16_t>(qkv.size(), 0x4242));
+  // Any other shape is refused; an index out of range is named in the view's shape.
+  const auto error = [&](const ConstTensorView& positions) {
+    try {
+      forward(positions);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error(Contiguous<const void*>(flat.data(), DType::kI64, {kS, kB})),
+            "QkNorm: rope.positions must be i64 [tokens = 6] or shaped like qkv_in's leading "
+            "dims [2, 3] (a dim of 1 is broadcast), got i64 [3, 2]");
+  EXPECT_THAT(error(Contiguous<const void*>(flat.data(), DType::kI64, {1, kB * kS})),
+              HasSubstr("got i64 [1, 6]"));
+  EXPECT_THAT(error(Contiguous<const void*>(flat.data(), DType::kI64, {kB, kS, 1})),
+              HasSubstr("got i64 [2, 3, 1]"));
+  flat[2] = kTables;  // s = 2 of the broadcast [1, S]: token (0, 2) first
+  EXPECT_EQ(error(one_s), "QkNorm: rope.positions[0, 2] must be in [0, 10), got 10");
+  flat[2] = 0;
+  flat[1 * kS + 2] = kTables;  // token (1, 2)
+  EXPECT_EQ(error(bs), "QkNorm: rope.positions[1, 2] must be in [0, 10), got 10");
+  transposed[2 * kB + 1] = -1;  // token (1, 2) too
+  EXPECT_EQ(error(bs_transposed), "QkNorm: rope.positions[1, 2] must be in [0, 10), got -1");
+}
+
 // ---------------------------------------------------------------- errors
 
 struct QkArgs {
@@ -523,8 +634,20 @@ TEST(QkNorm, Errors) {
         a.outv = Contiguous<void*>(a.out.data(), DType::kBF16, {3, 1, 32});
       },
       "rope.positions is required when qkv_in holds several sequences (leading dims [3, 1]): "
-      "without it token t takes table row t of all 3 tokens; pass i64 [tokens = 3] "
-      "(Transformers: position_ids.reshape(-1))");
+      "without it token t takes table row t of all 3 tokens; pass i64 [3, 1] (Transformers' "
+      "position_ids) or [tokens = 3]");
+  {
+    // An empty batch [2, 0, W] (torch gives it strides [W, W, 1], which do
+    // not form rows of one stride): nothing to do, no error.
+    QkArgs a;
+    a.rope.positions = Contiguous<const void*>(a.pos.data(), DType::kI64, {2, 0});
+    a.in = Contiguous<const void*>(a.qkv.data(), DType::kBF16, {2, 0, 32});
+    a.outv = Contiguous<void*>(a.out.data(), DType::kBF16, {2, 0, 32});
+    a.in.stride[0] = a.outv.stride[0] = 32;
+    const auto before = a.out;
+    EXPECT_NO_THROW(QkNorm(a.in, a.outv, a.h, a.qg, a.kg, a.opt, a.rope));
+    EXPECT_EQ(before, a.out);
+  }
   {
     QkArgs a;
     a.rope.positions = {};
