@@ -89,6 +89,17 @@ HWY_INLINE bool RmsNormPairs(D d, size_t width, int64_t rows) {
          (PairsApply<T, W, O, kCastThenScale>(d, kWide) && RowBatches<T>(width, rows));
 }
 
+// Whether every row of y starts on a 64-byte line (the base and each
+// leading stride in bytes a multiple of 64), so that streaming stores write
+// whole lines.
+HWY_INLINE bool RowsStartOnLines(const void* y, const RowLayout& rows, size_t elem_bytes) {
+  if (reinterpret_cast<uintptr_t>(y) % 64 != 0) return false;
+  for (int i = 0; i < rows.num_lead; ++i) {
+    if (rows.stride[i] * static_cast<int64_t>(elem_bytes) % 64 != 0) return false;
+  }
+  return true;
+}
+
 // Rows [row_begin, row_end) with gamma already of type W (the job's, or
 // widened to float32 by RmsNormRowsTyped).
 template <typename T, typename W, typename O, bool kCastThenScale>
@@ -98,7 +109,15 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma, in
   const size_t width = static_cast<size_t>(job.p.width);
   // A non-finite gamma can make y NaN from finite x: take the NaN-safe path.
   const bool gamma_finite = !FastPathNeedsFiniteGamma<T, O>(d) || AllFinite(d, gamma, width);
-  const bool stream = job.size.rows * job.p.width * int64_t{sizeof(O)} >= cpu::kStreamMinBytes;
+  // Streaming stores for outputs too large to stay cached. Rows narrower than
+  // RowsInSpans' only when every row starts on a line: a row starting inside
+  // one shares its first and last lines with its neighbours, written partly
+  // by plain stores while streaming ones are pending, and f32 heads of 128
+  // 16 bytes off a line ran 3.4x slower than aligned ones, 2.3x slower than
+  // with plain stores (docs/PERFORMANCE.md, "Streaming stores need whole
+  // lines"). Wide rows meet a shared line only at their ends.
+  const bool stream = job.size.rows * job.p.width * int64_t{sizeof(O)} >= cpu::kStreamMinBytes &&
+                      (RowsInSpans(width) || RowsStartOnLines(job.y, job.y_rows, sizeof(O)));
   const bool pairs = RmsNormPairs<T, W, O, kCastThenScale>(d, width, row_end - row_begin);
   // Pair rows may take NormalizeNativePairs where NativeRowOk says so.
   float gamma_min_abs = 0.0f;
@@ -111,11 +130,18 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma, in
     return static_cast<const T*>(job.x) + job.x_rows.Offset(row);
   };
   const auto y_of = [&](int64_t row) { return static_cast<O*>(job.y) + job.y_rows.Offset(row); };
-  // How far ahead to prefetch: row + 2 for wide rows; narrow rows (heads of
-  // 128: 256 bytes) take as many rows as cover kPrefetchBytes, since two of
-  // them ahead is less than one memory latency of work.
+  const bool batches = RowBatches<T>(width, row_end - row_begin);
+  // Wide rows of a job that fits in cache (its output does not stream): each
+  // row reduced, then normalised from L1, with no look-ahead (below).
+  const bool row_by_row = RowsInSpans(width) && !batches && !stream;
+  // How far ahead to prefetch: none for row_by_row (`ahead` is the row
+  // itself); row + 2 for other wide rows; narrow rows (heads of 128: 256
+  // bytes) take as many rows as cover kPrefetchBytes, since two of them ahead
+  // is less than one memory latency of work.
   int64_t prefetch_rows =
-      std::max<int64_t>(2, cpu::kPrefetchBytes / std::max<int64_t>(1, job.p.width * sizeof(T)));
+      row_by_row
+          ? 0
+          : std::max<int64_t>(2, cpu::kPrefetchBytes / std::max<int64_t>(1, job.p.width * sizeof(T)));
   // Values [begin, end) of row `row` given its 1/rms: y from x, prefetching
   // ahead.
   const auto normalize_span = [&](int64_t row, const InvRms& inv, size_t begin,
@@ -149,7 +175,6 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma, in
   // reads its 16 rows in one burst: prefetch the whole next batch during
   // this one's normalising (f32 heads of 128: 8 KiB; 4 KiB ahead left its
   // second half to wait on memory, 1.15-1.4x slower).
-  const bool batches = RowBatches<T>(width, row_end - row_begin);
   if (batches) prefetch_rows = std::max<int64_t>(prefetch_rows, kRowBatch);
 #if GLMNORM_HAVE_ROW_BATCH && GLMNORM_HAVE_BF16_PAIRS
   if constexpr (PairTypes<T, W, O, decltype(d)>() && kCastThenScale) {
@@ -182,9 +207,17 @@ void RmsNormRowsWithGamma(const RmsNormJob& job, const W* HWY_RESTRICT gamma, in
     }
   }
 #endif
-  // Wide rows: the next row's reduction block by block between this row's
-  // spans (ForEachRowInSpans). Same bits either way.
-  if (RowsInSpans(width) && !batches) {
+  // Wide rows from memory: the next row's reduction block by block between
+  // this row's spans (ForEachRowInSpans), which keeps the read stream going.
+  // From cache, that look-ahead (and the prefetch of row + 2) brought the
+  // next rows into L1 over the row being normalised: f32 rows of 5120 (20
+  // KiB each; 32-48 KiB of L1) ran 1.15-1.35x slower than row by row, bf16
+  // 1.04-1.11x (docs/PERFORMANCE.md, "Wide rows in cache"). Same bits either way.
+  if (row_by_row) {
+    for (int64_t row = row_begin; row < row_end; ++row) {
+      normalize(row, RowInverseRmsOf(d, width, job.p.eps, x_of(row)));
+    }
+  } else if (RowsInSpans(width) && !batches) {
     ForEachRowInSpans<T>(d, width, job.p.eps, row_begin, row_end, x_of, normalize_span);
   } else {
     ForEachRowInvRms<T>(d, width, job.p.eps, row_begin, row_end, x_of, normalize);

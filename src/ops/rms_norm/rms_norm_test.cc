@@ -8,8 +8,10 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "glmnorm/glmnorm.h"
 #include "ops/rms_norm/rms_norm_cases.h"
 #include "reference/reference.h"
@@ -362,8 +364,9 @@ TEST(RmsNorm, SpecialValues) {
   });
 }
 
-// Wide rows reduce the next row block by block between this row's spans
-// (ForEachRowInSpans, row_batch-inl.h), heads several rows at once
+// Wide rows of a job whose output streams (at least kStreamMinBytes) reduce
+// the next row block by block between this row's spans (ForEachRowInSpans,
+// row_batch-inl.h), smaller jobs row by row, heads several rows at once
 // (InvRmsOfRows): special rows (NaN, inf, zeros, rows
 // that need rescaling) in the middle and at both ends of a call take the
 // same paths as a row alone, on every target, in place too.
@@ -382,8 +385,13 @@ TEST(RmsNorm, SpecialRowsAmongWideRows) {
   test::ForEachTarget([&](const char* target) {
     for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
       // Heads of 128 and 512 too: 13 rows are a batch of 16 (RowBatches).
-      for (int64_t width : {128, 512, 1024, 1100, 5121}) {
-        const int64_t rows = 2 * static_cast<int64_t>(special.size()) + 3;
+      // Wide rows also as many as make the output stream.
+      for (auto [width, streamed] : {std::pair<int64_t, bool>{128, false}, {512, false},
+                                     {1024, false}, {1100, false}, {5121, false}, {1100, true},
+                                     {5121, true}}) {
+        const int64_t row_bytes = width * static_cast<int64_t>(SizeOf(t));
+        const int64_t rows = streamed ? cpu::kStreamMinBytes / row_bytes + 2
+                                      : 2 * static_cast<int64_t>(special.size()) + 3;
         Buffer x(t, rows * width, 1), g(t, width), y(t, rows * width, 3), one(t, width),
             y_one(t, width);
         test::FillRandom(x);
@@ -398,8 +406,8 @@ TEST(RmsNorm, SpecialRowsAmongWideRows) {
         const auto xv = Contiguous<const void*>(x.data(), t, {rows, width});
         const auto gv = Contiguous<const void*>(g.data(), t, {width});
         RmsNorm(xv, gv, Contiguous<void*>(y.data(), t, {rows, width}), opt);
-        const std::string what =
-            std::string(target) + " " + std::string(Name(t)) + " width " + std::to_string(width);
+        const std::string what = std::string(target) + " " + std::string(Name(t)) + " width " +
+                                 std::to_string(width) + (streamed ? " streamed" : "");
         const auto stats = test::CompareWithOracle(
             xv, gv, Contiguous<const void*>(y.data(), t, {rows, width}), opt, test::UlpLimit(t));
         EXPECT_EQ(stats.over_limit, 0) << what << ": " << stats.first_failure;
