@@ -147,30 +147,40 @@ def qk_norm(qkv, q_weight, k_weight, *, num_q_heads, num_k_heads, num_v_heads, h
 
     RoPE (rotary_dim > 0, even, <= head_dim; GLM-4.5: head_dim / 2): rotate-half over the
     first rotary_dim dims of each normalised head, in float32, rounded once. ``cos``, ``sin``:
-    float32 [positions, rotary_dim / 2]; ``positions``: int64 [tokens] rows of the tables
-    (None: token t uses row t, for one sequence only: qkv [B, S, W] with B > 1 needs positions,
-    ValueError otherwise).
+    float32 [positions, rotary_dim / 2]; ``positions``: int64 rows of the tables, [tokens]
+    (the flattened leading dims) or shaped like qkv's leading dims ([B, S]: Transformers'
+    ``position_ids``; a dim of 1 is broadcast, so [1, S] serves every sequence). None: token t
+    uses row t, for one sequence only: qkv [B, S, W] with B > 1 needs positions (ValueError
+    otherwise).
 
     Args:
       out: same shape and dtype family as qkv; ``out=qkv`` normalises in place (the usual
-        call: only the q and k columns are written). None: a new array, a copy of qkv
-        (so v is carried over) normalised in place.
+        call: only the q and k columns are written). None: a new array of qkv's dtype, its
+        q and k columns normalised from qkv's and its v columns copied (as
+        ``torch.ops.glmnorm.qk_norm``).
 
     Returns: ``out``.
     Raises: ValueError (heads, strides, tables, a position out of range), TypeError (dtypes).
     """
     fn = "glmnorm.qk_norm"  # named in error messages
     qkv = _as_array(qkv, "qkv", fn)
-    if out is None:  # a copy of qkv (v carried over), normalised in place
-        out = _arrays.empty_like(qkv, qkv.shape, _desc(qkv, "qkv", fn)[1])
-        out[...] = qkv
-        qkv = out
-    out = _as_array(out, "out", fn)
-    dout = _desc(out, "out", fn, True)
-    din = dout if out is qkv else _desc(qkv, "qkv", fn)
+    new_out = out is None
+    if new_out:
+        # A new array: q and k normalised into it, then v's columns copied, as the torch op
+        # does (one pass over qkv, and the library judges qkv's layout in both).
+        din = _desc(qkv, "qkv", fn)
+        out = _arrays.empty_like(qkv, qkv.shape, din[1])
+        dout = _desc(out, "out", fn, True)
+    else:
+        out = _as_array(out, "out", fn)
+        dout = _desc(out, "out", fn, True)
+        din = dout if out is qkv else _desc(qkv, "qkv", fn)
     _ext.qk_norm(din, dout, num_q_heads, num_k_heads, num_v_heads, head_dim,
                  _desc(q_weight, "q_weight", fn), _desc(k_weight, "k_weight", fn), eps, rounding,
                  weight_offset, rotary_dim, *_rope(fn, cos, sin, positions))
+    if new_out:  # the heads were checked by the library: whole numbers
+        v_begin = (int(num_q_heads) + int(num_k_heads)) * int(head_dim)
+        out[..., v_begin:] = qkv[..., v_begin:]
     return out
 
 

@@ -61,6 +61,14 @@ def is_torch(a):
     return isinstance(a, _torch.Tensor)
 
 
+def _fail_rank(fn, name, shape):
+    # A descriptor holds 1..4 dims, and rank 0 is the library's "absent" for the optional
+    # tensors (RoPE tables, positions, scales): a 0-d array given for one must not be read as
+    # absent. The torch ops' words (torch_ops.cc, View).
+    raise ValueError(f"{fn}: {name}.rank must be 1..{_MAX_RANK}, got {len(shape)} "
+                     f"(shape {list(shape)})")
+
+
 def _torch_desc(a, name, writable, fn):
     # Ordered and written for speed (a decode call pays this per tensor; docs/PYTHON.md,
     # "Per-call cost"): attributes that build no Python object first (is_cpu, not
@@ -86,8 +94,8 @@ def _torch_desc(a, name, writable, fn):
                            "autograd: use glmnorm.torch's ops (torch.ops.glmnorm.rms_norm and "
                            "qk_norm are differentiable), or torch.no_grad()")
     shape = a.shape
-    if len(shape) > _MAX_RANK:  # a descriptor holds at most 4 dims (the library checks 1..4)
-        raise ValueError(f"{fn}: {name}.rank must be 1..{_MAX_RANK}, got {len(shape)}")
+    if not 0 < len(shape) <= _MAX_RANK:
+        _fail_rank(fn, name, shape)
     if writable:
         if a.is_inference() and not _torch.is_inference_mode_enabled():
             raise RuntimeError(f"{fn}: {name}: Inplace update to inference tensor outside "
@@ -113,8 +121,8 @@ def _numpy_desc(a, name, writable, fn):
         if s % item:
             raise ValueError(f"{fn}: {name}: strides must be whole elements, got {a.strides} bytes")
         strides.append(s // item)
-    if len(strides) > _MAX_RANK:  # a descriptor holds at most 4 dims (the library checks 1..4)
-        raise ValueError(f"{fn}: {name}.rank must be 1..{_MAX_RANK}, got {len(strides)}")
+    if not 0 < len(strides) <= _MAX_RANK:
+        _fail_rank(fn, name, a.shape)
     return (a.__array_interface__["data"][0], code, a.shape, strides)
 
 
@@ -180,18 +188,27 @@ def code_of(dtype, name, fn):
     aliases = {"f32": F32, "float32": F32, "bf16": BF16, "bfloat16": BF16, "f16": F16,
                "float16": F16, "i8": I8, "int8": I8, "f8e4m3": F8E4M3, "e4m3": F8E4M3,
                "float8_e4m3fn": F8E4M3, "fp8": F8E4M3}
-    if isinstance(dtype, str):
-        if dtype in aliases:
-            return aliases[dtype]
-        raise TypeError(f"{fn}: {name}: unknown dtype name {dtype!r}")
+    if isinstance(dtype, str) and dtype in aliases:
+        return aliases[dtype]
+    if dtype is None:  # np.dtype(None) would be float64
+        raise TypeError(f"{fn}: {name}: a dtype is required, got None")
     if _torch is None and type(dtype).__module__.startswith("torch"):
         _load_torch()
-    if _torch is not None and dtype in _TORCH_CODES:
-        return _TORCH_CODES[dtype]
-    try:
-        code = _NP_CODES.get(np.dtype(dtype))
-    except TypeError:
-        code = None
+    if _torch is not None and isinstance(dtype, _torch.dtype):
+        code = _TORCH_CODES.get(dtype)
+        shown = str(dtype)  # torch.float64
+    else:
+        try:
+            np_dtype = np.dtype(dtype)
+        except TypeError:
+            what = "unknown dtype name" if isinstance(dtype, str) else "not a dtype:"
+            raise TypeError(f"{fn}: {name}: {what} {dtype!r} (glmnorm's dtypes: float32, "
+                            "bfloat16, float16, int8, float8_e4m3fn)") from None
+        code = _NP_CODES.get(np_dtype)
+        # float64 for np.float64, 'float64' and np.dtype('float64'); '>f4' for a non-native
+        # byte order (same name, other bytes)
+        shown = np_dtype.name if np_dtype.isnative else np_dtype.str
     if code is None:
-        raise TypeError(f"{fn}: {name}: unsupported dtype {dtype!r}")
+        raise TypeError(f"{fn}: {name}: unsupported dtype {shown} (glmnorm's dtypes: float32, "
+                        "bfloat16, float16, int8, float8_e4m3fn)")
     return code

@@ -74,7 +74,9 @@ glmnorm::DType Code(const char* op, const at::Tensor& t, const char* name) {
   for (const auto& [torch_dtype, dtype] : kDTypes) {
     if (t.scalar_type() == torch_dtype) return dtype;
   }
-  TORCH_CHECK_TYPE(false, "glmnorm.", op, ": ", name, ": unsupported dtype ", t.scalar_type(),
+  // torch's Python name (torch.float64), as glmnorm's package functions say, not c10's (Double).
+  TORCH_CHECK_TYPE(false, "glmnorm.", op, ": ", name, ": unsupported dtype torch.",
+                   c10::getDtypeNames(t.scalar_type()).first,
                    " (glmnorm takes float32, bfloat16, float16; int8 / float8_e4m3fn outputs; "
                    "int64 positions)");
 }

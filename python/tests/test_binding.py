@@ -223,11 +223,33 @@ def test_rank5_input_is_refused_alike_everywhere():
         glmnorm.rms_norm(x5, torch.ones(64))
     with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x.rank must be 1..4, got 5"):
         gt.RMSNorm(64)(x5)
-    # Rank 0 is the library's to refuse, in the same words.
+    # Rank 0, in the same words.
     x0 = torch.tensor(1.0)
     for call in (OPS.rms_norm, glmnorm.rms_norm):
         with pytest.raises(ValueError, match=r"^glmnorm.rms_norm: x.rank must be 1..4, got 0"):
             call(x0, torch.ones(64))
+
+
+def test_zero_d_optional_tensors_are_refused_not_read_as_absent():
+    """The C++ views use rank 0 for an absent optional tensor; a 0-d array given for one (a
+    position, a table, a scale) was silently taken as absent by the package functions."""
+    gen = torch.Generator().manual_seed(17)
+    qkv = torch.randn(3, 32, generator=gen)
+    w = torch.ones(8)
+    heads = dict(num_q_heads=2, num_k_heads=1, num_v_heads=1, head_dim=8)
+    cos, sin = torch.rand(8, 2, generator=gen), torch.rand(8, 2, generator=gen)
+    for zero_d in (torch.tensor(3), np.int64(3), np.array(3)):
+        for call in (lambda p: glmnorm.qk_norm(qkv, w, w, **heads, rotary_dim=4, cos=cos,
+                                               sin=sin, positions=p),
+                     lambda p: glmnorm.qk_norm_backward(qkv, w, w, qkv, **heads, rotary_dim=4,
+                                                        cos=cos, sin=sin, positions=p)):
+            with pytest.raises(ValueError, match=r"positions.rank must be 1..4, got 0"):
+                call(zero_d)
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm: cos.rank must be 1..4, got 0"):
+        glmnorm.qk_norm(qkv, w, w, **heads, rotary_dim=4, cos=torch.tensor(1.0), sin=sin)
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm: positions.rank must be 1..4"):
+        OPS.qk_norm(qkv, w, w, 2, 1, 1, 8, rotary_dim=4, cos=cos, sin=sin,
+                    positions=torch.tensor(3))
 
 
 def test_empty_inputs_with_zero_strides_are_a_no_op_everywhere():
@@ -296,7 +318,8 @@ def test_rope_tables_and_rotary_dim_must_agree_alike_everywhere():
 def test_batched_rope_needs_positions_alike_everywhere():
     """qkv [B, S, W] with B > 1 and no positions would take table rows 0..B*S-1 (not 0..S-1
     per sequence, as Transformers' position_ids): refused by the library; positions of
-    every token give each sequence its own rows; [1, S, W] needs none. Positions of a
+    every token ([B * S], or [B, S] as position_ids, or [1, S]) give each sequence its own
+    rows; [1, S, W] needs none. Positions of a
     float dtype are a dtype error (TypeError), as int32 ones are."""
     gen = torch.Generator().manual_seed(16)
     qkv = torch.randn(2, 3, 32, generator=gen)
@@ -318,6 +341,27 @@ def test_batched_rope_needs_positions_alike_everywhere():
     each = torch.stack([glmnorm.qk_norm(qkv[b], w, w, **heads, **rope) for b in range(2)])
     assert torch.equal(got, each)
     assert torch.equal(glmnorm.qk_norm(qkv[:1], w, w, **heads, **rope), each[:1])
+    # Positions shaped like the leading dims (Transformers' position_ids [B, S]), or [1, S]
+    # broadcast, in every front end; their gradient too.
+    for positions in (torch.arange(3).repeat(2).reshape(2, 3), torch.arange(3)[None],
+                      torch.arange(3)[None].expand(2, 3)):
+        assert torch.equal(glmnorm.qk_norm(qkv, w, w, **heads, **rope, positions=positions),
+                           each)
+        assert np.array_equal(glmnorm.qk_norm(qkv.numpy(), w.numpy(), w.numpy(), **heads,
+                                              rotary_dim=4, cos=cos.numpy(), sin=sin.numpy(),
+                                              positions=positions.numpy()), each.numpy())
+        assert torch.equal(OPS.qk_norm(qkv, w, w, *heads.values(), **rope, positions=positions),
+                           each)
+        x = qkv.clone().requires_grad_()
+        OPS.qk_norm(x, w, w, *heads.values(), **rope, positions=positions).sum().backward()
+        x_flat = qkv.clone().requires_grad_()
+        OPS.qk_norm(x_flat, w, w, *heads.values(), **rope,
+                    positions=torch.arange(3).repeat(2)).sum().backward()
+        assert torch.equal(x.grad, x_flat.grad)
+    with pytest.raises(ValueError, match=r"^glmnorm.qk_norm: positions must be i64 "
+                       r"\[tokens = 6\] or shaped like qkv's leading dims \[2, 3\] \(a dim of 1 is "
+                       r"broadcast\), got i64 \[3, 2\]"):
+        glmnorm.qk_norm(qkv, w, w, **heads, **rope, positions=torch.zeros(3, 2, dtype=torch.long))
     for bad in (torch.arange(6.0), torch.arange(6, dtype=torch.int32)):
         with pytest.raises(TypeError, match="positions"):
             glmnorm.qk_norm(qkv, w, w, **heads, **rope, positions=bad)
@@ -620,3 +664,51 @@ def test_missing_torch_is_an_import_error_with_the_fix():
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: glmnorm.torch needs PyTorch"), r.stderr
     assert "pip install torch" in last and "pip install --force-reinstall --no-deps ." in last
+
+
+def test_unsupported_dtypes_are_named_alike_everywhere():
+    """A dtype glmnorm does not take is named as the user wrote it (torch.float64, float64),
+    by the torch ops and the package functions alike, with the dtypes glmnorm takes."""
+    x64, w64 = torch.randn(2, 8, dtype=torch.float64), torch.ones(8, dtype=torch.float64)
+    for call in (OPS.rms_norm, glmnorm.rms_norm):
+        with pytest.raises(TypeError, match=r"^glmnorm.rms_norm: x: unsupported dtype "
+                                            r"torch.float64 \(glmnorm takes float32"):
+            call(x64, w64)
+    x, w, dy = torch.randn(2, 8), torch.ones(8), torch.randn(2, 8)
+    for dtype, shown in ((np.float64, "float64"), ("float64", "float64"),
+                         (np.dtype("float64"), "float64"), (torch.float64, "torch.float64"),
+                         (torch.int32, "torch.int32")):
+        with pytest.raises(TypeError, match=r"^glmnorm.rms_norm_backward: dweight_dtype: "
+                                            rf"unsupported dtype {shown} \(glmnorm's dtypes: "):
+            glmnorm.rms_norm_backward(x, w, dy, dweight_dtype=dtype)
+    with pytest.raises(TypeError, match=r"dweight_dtype: unknown dtype name 'bogus'"):
+        glmnorm.rms_norm_backward(x, w, dy, dweight_dtype="bogus")
+    with pytest.raises(TypeError, match=r"unsupported dtype >f4 \(glmnorm's dtypes"):
+        glmnorm.rms_norm_backward(x, w, dy, dweight_dtype=">f4")  # float32, not native order
+    with pytest.raises(TypeError, match=r"^glmnorm.rms_norm_quant: dtype: a dtype is required, "
+                                        r"got None"):
+        glmnorm.rms_norm_quant(x, w, dtype=None)
+
+
+def test_qk_norm_new_output_alike_in_package_and_op():
+    """glmnorm.qk_norm(out=None) normalises q and k into a new array and copies v, as the
+    torch op does: the same bits, and a qkv view whose leading dims are not rows of one
+    stride is refused by both in the same words (it was copied first by the package)."""
+    gen = torch.Generator().manual_seed(18)
+    qkv = torch.randn(5, 2, 40, generator=gen).bfloat16()[:, :, :32]
+    qw = torch.rand(8, generator=gen).bfloat16() + 0.5
+    kw = torch.rand(8, generator=gen).bfloat16() + 0.5
+    heads = dict(num_q_heads=2, num_k_heads=1, num_v_heads=1, head_dim=8)
+    got = glmnorm.qk_norm(qkv, qw, kw, **heads)
+    assert torch.equal(got, OPS.qk_norm(qkv, qw, kw, 2, 1, 1, 8))
+    assert torch.equal(got[..., 24:], qkv[..., 24:])  # v carried over
+    np_got = glmnorm.qk_norm(qkv.float().numpy(), qw.float().numpy(), kw.float().numpy(), **heads)
+    assert np.array_equal(np_got[..., 24:], qkv.float().numpy()[..., 24:])
+    transposed = qkv.transpose(0, 1)
+    for call in (lambda: glmnorm.qk_norm(transposed, qw, kw, **heads),
+                 lambda: OPS.qk_norm(transposed, qw, kw, 2, 1, 1, 8)):
+        with pytest.raises(ValueError, match=r"^glmnorm.qk_norm: qkv: the leading dims of shape "
+                                             r"\[2, 5, 32\] with strides \[40, 80, 1\] do not "
+                                             r"form rows of one stride"):
+            call()
+

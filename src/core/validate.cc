@@ -88,12 +88,15 @@ BasicTensorView<Ptr> Rows(const char* fn, const char* name, const BasicTensorVie
   r.stride[1] = v.stride[last];
   r.stride[0] = v.shape[last];  // one row: any stride >= the width
   int64_t inner_stride = -1, inner_size = 1;  // the innermost leading dim seen so far
+  const bool empty = Empty(v);  // no element: its strides address nothing
   for (int i = last - 1; i >= 0; --i) {
-    r.shape[0] *= v.shape[i];  // no overflow: View bounded the element count
+    // No overflow: View bounded the element count of a view with elements
+    // (an empty one has 0 rows: its other dims are not bounded).
+    r.shape[0] = empty ? 0 : r.shape[0] * v.shape[i];
     if (v.shape[i] == 1) continue;
     if (inner_stride < 0) {
       r.stride[0] = v.stride[i];
-    } else if (v.stride[i] != inner_stride * inner_size) {
+    } else if (!empty && v.stride[i] != inner_stride * inner_size) {
       Fail(fn, std::string(name) + ": the leading dims of shape " + ShapeString(v.shape, v.rank) +
                    " with strides " + ShapeString(v.stride, v.rank) +
                    " do not form rows of one stride");
